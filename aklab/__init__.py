@@ -1,0 +1,22 @@
+"""aklab: a Jupyter-centric lab for teams of LLM agents.
+
+``%load_ext aklab`` in a notebook, then ``%%ask`` the team and ``%usage`` for the cost.
+The library underneath: ``aklab.core`` (actors), ``aklab.llm`` (models),
+``aklab.tools`` (tool cards), ``aklab.agent`` (collaborative agents), ``aklab.lab``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aklab.errors import AklabError
+
+__version__ = "0.1.0"
+__all__ = ["AklabError", "__version__", "load_ipython_extension"]
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext aklab``: register the magics (heavy imports warm up in the background)."""
+    from aklab.lab import load_ipython_extension as load
+
+    load(ipython)

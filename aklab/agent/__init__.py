@@ -1,0 +1,27 @@
+"""aklab.agent: collaborative LLM agents that route typed messages to each other."""
+
+from aklab.agent.agent import BaseAgent
+from aklab.agent.config import AgentConfig, AgentState
+from aklab.agent.events import ContextUpdateEvent, OperatorActionEvent, RoutingSkippedEvent
+from aklab.agent.human_proxy import HumanInbox, HumanProxy
+from aklab.agent.messages import AgentMessage, LlmRenderable, MailboxPreviewable
+from aklab.agent.output_models import REPLY_PROTOCOLS, Request, StructuredOutput
+from aklab.agent.utils import resolve_recipient
+
+__all__ = [
+    "REPLY_PROTOCOLS",
+    "AgentConfig",
+    "AgentMessage",
+    "AgentState",
+    "BaseAgent",
+    "ContextUpdateEvent",
+    "HumanInbox",
+    "HumanProxy",
+    "LlmRenderable",
+    "MailboxPreviewable",
+    "OperatorActionEvent",
+    "Request",
+    "RoutingSkippedEvent",
+    "StructuredOutput",
+    "resolve_recipient",
+]

@@ -1,0 +1,260 @@
+"""BaseAgent: an actor that answers each AgentMessage with one LLM turn and routes it.
+
+Choices where the reference leaves room:
+
+- Slash commands are obeyed only from a user proxy (a human) unless
+  ``AgentConfig.commands_from_agents`` is set; from anyone else, a ``/text`` is just text
+  for the model. A model therefore cannot fire a member by writing ``/fire_member``.
+- A slash command's result is recorded for the model as an *operator action* folded into
+  its next prompt (not as a tool call of its own).
+- A model or provider failure during a turn tells the human in one line and is reported
+  as an ``ErrorMessage``; the agent keeps handling its next message.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import date
+from typing import Any, TypeVar
+
+from aklab.agent.config import AgentConfig, AgentState
+from aklab.agent.events import ContextUpdateEvent, OperatorActionEvent, RoutingSkippedEvent
+from aklab.agent.messages import AgentMessage
+from aklab.agent.output_models import StructuredOutput
+from aklab.agent.utils import resolve_recipient
+from aklab.core import ActorAddress, AgentCard, Akgent, Orchestrator
+from aklab.errors import AklabError, ModelError, RoutingError
+from aklab.llm import AgentUsageSummary, LlmUsageEvent, aggregate_usage
+from aklab.tools import CommandNotRecognized, CommandsAnnouncedEvent, TeamTool, ToolCard, ToolFactory
+from aklab.tools.context import markers_in
+
+__all__ = ["BaseAgent"]
+
+log = logging.getLogger("aklab.agent")
+
+T = TypeVar("T")
+
+
+class BaseAgent(Akgent[AgentConfig, AgentState]):
+    """The collaborative LLM agent."""
+
+    def __init__(self, config: AgentConfig | None = None, **wiring: Any) -> None:
+        super().__init__(config or AgentConfig(name="@Agent", role="Agent"), **wiring)
+        self.state = AgentState()
+        self._pending_notes: list[str] = []
+        self._marker_scan: tuple[int, int, set[int]] = (0, 0, set())
+
+    # -- assembly -------------------------------------------------------------------
+    def on_start(self) -> None:
+        super().on_start()
+        from aklab.llm.react import ReactAgent
+
+        self.state.backstory = self.config.prompt.render()
+        factory = ToolFactory(self._assemble_cards(), host=self)
+        self._command_registry = factory.get_command_registry(extra_commands=[self.compact, self.clear])
+        self._context_updater = factory.get_context_updater(lambda: self.state.tool_state)
+        system_prompt = "\n\n".join(
+            [self.state.backstory, *factory.get_system_prompts(), f"Today is {date.today().isoformat()}."]
+        )
+        self._react_agent = ReactAgent(
+            name=self.config.name,
+            role=self.config.role,
+            model_cfg=self.config.model_cfg,
+            system_prompt=system_prompt,
+            tools=factory.get_tools(),
+            capabilities=self._assemble_capabilities(),
+            runtime_cfg=self.config.runtime_cfg,
+            run_usage_limits=self.config.run_usage_limits,
+            agent_usage_limits=self.config.agent_usage_limits,
+            on_usage=self.notify_event,
+            on_tool_call=self.notify_event,
+        )
+        self.notify_event(CommandsAnnouncedEvent(agent=self.config.name, commands=self._command_registry.descriptors()))
+
+    def _assemble_cards(self) -> list[ToolCard]:
+        """Framework cards first, unless the config supplies its own of the same class."""
+        supplied = list(self.config.tools)  # never mutate config.tools
+        defaults: list[ToolCard] = [TeamTool()]
+        missing = [d for d in defaults if not any(isinstance(c, type(d)) for c in supplied)]
+        return [*missing, *supplied]
+
+    def _assemble_capabilities(self) -> list[Any]:
+        return [*self.extra_capabilities()]
+
+    def extra_capabilities(self) -> list[Any]:
+        """Override to add pydantic-ai capabilities around every model request."""
+        return []
+
+    # -- ToolHost -------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def role(self) -> str:
+        return self.config.role
+
+    def team_members(self) -> list[ActorAddress]:
+        return self.directory.members() if self.directory is not None else []
+
+    def own_card(self) -> AgentCard | None:
+        return self.directory.card(self.config.role) if self.directory is not None else None
+
+    def hireable_cards(self) -> list[AgentCard]:
+        card = self.own_card()
+        if card is None or self.directory is None:
+            return []
+        cards = (self.directory.card(role) for role in card.routes_to)
+        return [c for c in cards if c is not None]
+
+    def hireable_roles(self) -> list[str]:
+        return [c.role for c in self.hireable_cards()]
+
+    def hire(self, role: str, name: str | None = None) -> ActorAddress:
+        if role not in self.hireable_roles():
+            allowed = ", ".join(self.hireable_roles()) or "none"
+            raise RoutingError(f"{self.config.name} may not hire {role!r} (may hire: {allowed})")
+        return self._orchestrator_proxy().hire(role, name)  # type: ignore[no-any-return]
+
+    def fire(self, name: str) -> bool:
+        member = self.get_team_member(name)
+        if member is None:
+            return False
+        if member.is_user_proxy or member == self.myAddress:
+            raise RoutingError(f"{name} cannot be fired")
+        return bool(self._orchestrator_proxy().stop_member(member))
+
+    def _orchestrator_proxy(self) -> Orchestrator:
+        if self._system is None or self._orchestrator is None:
+            raise RoutingError(f"{self.config.name} is not part of a team (no orchestrator)")
+        return self._system.proxy_ask(self._orchestrator, Orchestrator)
+
+    # -- TeamResolver ------------------------------------------------------------------
+    def get_team_member(self, name: str) -> ActorAddress | None:
+        return self.directory.member(name) if self.directory is not None else None
+
+    def hire_member(self, role: str, name: str | None = None) -> ActorAddress:
+        """Hire through the registry's typed ``hire_member`` command (TeamTool)."""
+        if not self._command_registry.has("hire_member"):
+            raise RuntimeError("hire_member command not available: TeamTool not configured")
+        address: ActorAddress = self._command_registry.callable("hire_member")(role, name)
+        return address
+
+    def report_unroutable(self, recipient: str, reason: str) -> None:
+        self.notify_event(RoutingSkippedEvent(agent=self.config.name, recipient=recipient, reason=reason))
+
+    # -- the turn -------------------------------------------------------------------------
+    def receiveMsg_AgentMessage(self, message: AgentMessage, sender: ActorAddress | None) -> None:
+        if message.content.startswith("/") and self._may_command(sender):
+            if self._dispatch_command(message, sender):
+                return
+        output = self.act(message, StructuredOutput)
+        self._route_output(output)
+
+    def act(self, message: AgentMessage, output_type: type[T]) -> T:
+        """One LLM turn on ``message``, answering in ``output_type``."""
+        prompt: list[str] = [*self._pending_notes]
+        self._pending_notes.clear()
+        block = self._deliver_context_update()
+        if block is not None:
+            prompt.append(block)
+        prompt.append(message.render_for_llm())
+        try:
+            return self._react_agent.run_sync(
+                prompt if len(prompt) > 1 else prompt[0], deps=self, output_type=output_type
+            )
+        except AklabError:
+            raise
+        except Exception as exc:
+            self.notify_human(f"{self.config.name} could not answer: {type(exc).__name__}: {exc}")
+            raise ModelError(f"{self.config.name}: model call failed: {exc}") from exc
+
+    def _deliver_context_update(self) -> str | None:
+        block = self._context_updater.compose(self._visible_markers())
+        if block is not None:
+            number = self.state.tool_state.counter
+            self.notify_event(ContextUpdateEvent(agent=self.config.name, number=number, block=block))
+        return block
+
+    def _visible_markers(self) -> set[int]:
+        """Markers in the history, scanning only what was appended since the last look."""
+        history = self._react_agent.messages
+        first = id(history[0]) if history else 0
+        seen_first, scanned, markers = self._marker_scan
+        if first != seen_first or scanned > len(history):
+            scanned, markers = 0, set()
+        # pydantic-ai may merge the next prompt into the last request: look at it again.
+        scanned = max(0, scanned - 1)
+        texts = []
+        for msg in history[scanned:]:
+            for part in msg.parts:
+                content = getattr(part, "content", None)
+                if part.part_kind == "user-prompt":
+                    texts.extend([content] if isinstance(content, str) else [c for c in content if isinstance(c, str)])  # type: ignore[union-attr]
+        markers = markers | markers_in(texts)
+        self._marker_scan = (first, len(history), markers)
+        return markers
+
+    def _route_output(self, output: StructuredOutput) -> bool:
+        """Deliver each request raw; returns whether anything was delivered."""
+        delivered = False
+        for request in output.messages:
+            member = resolve_recipient(self, request.recipient)
+            if member is None:
+                continue
+            self.send(member, AgentMessage(content=request.message, type=request.message_type))
+            delivered = True
+        return delivered
+
+    # -- commands ---------------------------------------------------------------------------
+    def _may_command(self, sender: ActorAddress | None) -> bool:
+        return sender is not None and (sender.is_user_proxy or self.config.commands_from_agents)
+
+    def _dispatch_command(self, message: AgentMessage, sender: ActorAddress | None) -> bool:
+        """Run a ``/command``; False if it is not one (the text then goes to the model)."""
+        try:
+            result = self._command_registry.dispatch(message.content)
+        except CommandNotRecognized:
+            return False
+        if result is None:
+            return True
+        operator = sender.name if sender is not None else "@Operator"
+        if sender is not None:
+            self.send(sender, AgentMessage(content=result, type="notification"))
+        self._pending_notes.append(f"Operator action by {operator}: {message.content}\nResult: {result}")
+        self.notify_event(
+            OperatorActionEvent(agent=self.config.name, operator=operator, command=message.content, result=result)
+        )
+        return True
+
+    def clear(self) -> str:
+        """Forget the conversation; the next context update is a full snapshot (block 1)."""
+        self._react_agent.clear()
+        self._context_updater.reset()
+        self._pending_notes.clear()
+        return "Context cleared."
+
+    def compact(self) -> str:
+        """Shorten the conversation, keeping the most recent turns."""
+        keep = self.config.compaction_cfg.keep_last
+        removed = self._react_agent.compact_sliding(keep_runs=keep)
+        return f"Compacted: {removed} messages removed, last {keep} turns kept."
+
+    def on_stop(self) -> None:
+        super().on_stop()
+        react = getattr(self, "_react_agent", None)
+        if react is not None:
+            react.close()
+
+    # -- people and usage -------------------------------------------------------------------
+    def notify_human(self, text: str) -> None:
+        """Tell the team's human (its user proxy), or log if there is none."""
+        human = next((m for m in self.team_members() if m.is_user_proxy), None)
+        if human is None:
+            log.warning("%s: no human to tell: %s", self.config.name, text)
+            return
+        self.send(human, AgentMessage(content=text, type="notification"))
+
+    def get_usage_summary(self, by_run: bool = False) -> AgentUsageSummary:
+        events = [m.event for m in self._orchestrator_proxy().get_events(LlmUsageEvent)]
+        return aggregate_usage(events, agent=self.config.name, by_run=by_run)

@@ -1,0 +1,38 @@
+"""AgentConfig and AgentState."""
+
+from __future__ import annotations
+
+from pydantic import Field, SerializeAsAny
+
+from aklab.core import BaseConfig, BaseState
+from aklab.llm import (
+    AgentUsageLimits,
+    CompactionConfig,
+    ModelConfig,
+    PromptTemplate,
+    RuntimeConfig,
+    RunUsageLimits,
+)
+from aklab.tools import ToolCard, ToolState
+
+__all__ = ["AgentConfig", "AgentState"]
+
+
+class AgentConfig(BaseConfig):
+    """Everything that defines an LLM agent. Defaults run offline on the demo model."""
+
+    prompt: PromptTemplate = Field(default_factory=PromptTemplate)
+    model_cfg: ModelConfig = Field(default_factory=ModelConfig)
+    runtime_cfg: RuntimeConfig = Field(default_factory=RuntimeConfig)
+    run_usage_limits: RunUsageLimits = Field(default_factory=RunUsageLimits)
+    agent_usage_limits: AgentUsageLimits = Field(default_factory=AgentUsageLimits)
+    compaction_cfg: CompactionConfig = Field(default_factory=CompactionConfig)
+    tools: list[SerializeAsAny[ToolCard]] = Field(default_factory=list)
+    commands_from_agents: bool = False
+    """Obey ``/commands`` from other agents too. Off: only a human (a UserProxy) may
+    command an agent, so a model cannot fire members by writing ``/fire_member``."""
+
+
+class AgentState(BaseState):
+    backstory: str = ""
+    tool_state: ToolState = Field(default_factory=ToolState)

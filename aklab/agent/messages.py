@@ -1,0 +1,42 @@
+"""AgentMessage: the one message type agents exchange, carrying the sender's intent."""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from aklab.agent.output_models import REPLY_PROTOCOLS, Intent
+from aklab.core import Message
+
+__all__ = ["AgentMessage", "LlmRenderable", "MailboxPreviewable"]
+
+
+@runtime_checkable
+class LlmRenderable(Protocol):
+    def render_for_llm(self) -> str: ...
+
+
+@runtime_checkable
+class MailboxPreviewable(Protocol):
+    def mailbox_preview(self) -> str: ...
+
+
+class AgentMessage(Message):
+    """Content plus intent. The receiver frames it for its model with ``render_for_llm``."""
+
+    type: Intent = "request"
+    content: str
+
+    def sender_name(self) -> str:
+        return self.sender.name if self.sender is not None else "@Unknown"
+
+    def render_for_llm(self) -> str:
+        """One line saying what arrived and whether a reply is expected, then the content."""
+        sender = self.sender_name()
+        article = "an" if self.type[0] in "aeiou" else "a"
+        protocol = REPLY_PROTOCOLS.get(self.type, "").format(sender=sender)
+        return f"You received {article} {self.type} from {sender}. {protocol}\n\n{self.content}"
+
+    def mailbox_preview(self, limit: int = 80) -> str:
+        line = " ".join(self.content.split())
+        short = line if len(line) <= limit else line[: limit - 1] + "…"
+        return f"{self.type} from {self.sender_name()}: {short}"

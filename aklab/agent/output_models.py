@@ -1,0 +1,44 @@
+"""What an agent's model produces: a list of outbound requests."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+__all__ = ["REPLY_PROTOCOLS", "Intent", "Request", "StructuredOutput"]
+
+Intent = Literal["request", "response", "instruction", "notification", "acknowledgment"]
+
+#: One line per intent, put in front of a delivered message by ``render_for_llm``.
+#: Message mechanics only (what arrived, whether a reply is expected): who should do
+#: the work is each role's own prompt's business, never this table's.
+REPLY_PROTOCOLS: dict[str, str] = {
+    "request": "A reply is expected: send {sender} a response with the result.",
+    "response": "It answers something you asked for; use it and carry on.",
+    "instruction": "Carry it out; acknowledge to {sender} only if asked to.",
+    "notification": "For your information; no reply is expected.",
+    "acknowledgment": "Your message was received; nothing more is needed.",
+}
+
+
+class Request(BaseModel):
+    """One outbound message chosen by the model."""
+
+    message_type: Intent = Field(
+        description=(
+            "request: ask the recipient to do something and reply with the result; "
+            "instruction: have the recipient do something, acknowledgment optional; "
+            "response: answer a request you received; "
+            "notification: information, no reply expected; "
+            "acknowledgment: confirm an instruction, no reply expected"
+        )
+    )
+    message: str = Field(description="The content to deliver, as the recipient should read it.")
+    recipient: str = Field(description='"@Name" for an existing team member, or a role name to hire one.')
+
+
+class StructuredOutput(BaseModel):
+    """Everything the agent sends after this turn; empty means send nothing."""
+
+    messages: list[Request] = Field(default_factory=list)

@@ -1,0 +1,53 @@
+"""The team addressing convention: ``@member`` is delivered, a bare role is hired.
+
+Kept apart from ``agent.py`` so that a second agent class can route its own output
+type without importing the base class.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Protocol
+
+from aklab.core import ActorAddress
+
+__all__ = ["TeamResolver", "resolve_recipient", "why_unresolvable"]
+
+log = logging.getLogger("aklab.agent")
+
+
+class TeamResolver(Protocol):
+    def get_team_member(self, name: str) -> ActorAddress | None: ...
+    def hire_member(self, role: str, name: str | None = None) -> ActorAddress: ...
+    def hireable_roles(self) -> list[str]: ...
+    def report_unroutable(self, recipient: str, reason: str) -> None: ...
+
+
+def why_unresolvable(team: TeamResolver, recipient: str) -> str | None:
+    """Why ``recipient`` cannot be reached right now, or None if it can (no side effects)."""
+    recipient = recipient.strip()
+    if recipient.startswith("@"):
+        if team.get_team_member(recipient) is None:
+            return f"{recipient} is not a member of the team"
+        return None
+    roles = team.hireable_roles()
+    if recipient not in roles:
+        allowed = ", ".join(roles) or "none"
+        return f"{recipient!r} is not a role you may hire (you may hire: {allowed}); address members as @Name"
+    return None
+
+
+def resolve_recipient(team: TeamResolver, recipient: str) -> ActorAddress | None:
+    """The member to deliver to, hiring one for a bare role; None (logged) if impossible."""
+    recipient = recipient.strip()
+    reason = why_unresolvable(team, recipient)
+    if reason is None:
+        if recipient.startswith("@"):
+            return team.get_team_member(recipient)
+        try:
+            return team.hire_member(recipient)
+        except Exception as exc:
+            reason = f"hiring {recipient!r} failed: {exc}"
+    log.warning("skipped recipient %s: %s", recipient, reason)
+    team.report_unroutable(recipient, reason)
+    return None

@@ -1,0 +1,129 @@
+"""Actor mailbox and team activity tracking.
+
+:class:`Mailbox` replaces pykka's plain ``queue.Queue`` inbox. It is still FIFO, but
+code running *inside* the actor (a capability between two model steps) may look at
+what is waiting and take specific messages out. Messages can be tagged on arrival by
+a classifier, so asking "is a cancel waiting?" costs O(1) however long the queue is.
+
+:class:`Activity` counts messages that are queued or being handled across a whole
+actor system, so callers can wait until the team is quiet without polling.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from typing import Any
+
+__all__ = ["Activity", "Mailbox"]
+
+
+class Activity:
+    """Counts work in flight; ``wait_idle`` returns when the count drops to zero."""
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._cond = threading.Condition()
+
+    def begin(self, n: int = 1) -> None:
+        with self._cond:
+            self._count += n
+
+    def end(self, n: int = 1) -> None:
+        with self._cond:
+            self._count -= n
+            if self._count <= 0:
+                self._count = 0
+                self._cond.notify_all()
+
+    @property
+    def count(self) -> int:
+        return self._count
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Block until nothing is in flight. Returns False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._count == 0, timeout=timeout)
+
+
+class Mailbox:
+    """A FIFO inbox with tagged look-ups and targeted removal (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._items: deque[Any] = deque()
+        self._cond = threading.Condition()
+        self._tagged = 0
+        self.classifier: Callable[[Any], bool] | None = None
+        self.on_remove: Callable[[Any], None] | None = None
+
+    # -- pykka's ActorInbox protocol ----------------------------------------------
+    def put(self, envelope: Any, /) -> None:
+        with self._cond:
+            tag = self._classify(envelope)
+            self._items.append((envelope, tag))
+            self._tagged += tag
+            self._cond.notify()
+
+    def get(self) -> Any:
+        with self._cond:
+            while not self._items:
+                self._cond.wait()
+            envelope, tag = self._items.popleft()
+            self._tagged -= tag
+            return envelope
+
+    def empty(self) -> bool:
+        return not self._items
+
+    # -- look-ups from inside the actor -------------------------------------------
+    def _classify(self, envelope: Any) -> bool:
+        if self.classifier is None:
+            return False
+        try:
+            return bool(self.classifier(getattr(envelope, "message", envelope)))
+        except Exception:  # a classifier must never break delivery
+            return False
+
+    def has_tagged(self) -> bool:
+        """O(1): is a message the classifier tagged waiting?"""
+        return self._tagged > 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def messages(self) -> Iterator[Any]:
+        """Snapshot of the waiting messages (not envelopes), oldest first."""
+        with self._cond:
+            items = list(self._items)
+        for envelope, _tag in items:
+            yield getattr(envelope, "message", envelope)
+
+    def messages_since(self, index: int) -> tuple[list[Any], int]:
+        """Messages at queue positions >= ``index``; returns them and the new length."""
+        with self._cond:
+            n = len(self._items)
+            if index >= n:
+                return [], n
+            items = [self._items[i][0] for i in range(index, n)]
+        return [getattr(e, "message", e) for e in items], n
+
+    def remove(self, predicate: Callable[[Any], bool], *, tagged_only: bool = False) -> list[Any]:
+        """Take out every waiting message matching ``predicate``; returns them."""
+        with self._cond:
+            if tagged_only and self._tagged == 0:
+                return []
+            kept: deque[Any] = deque()
+            removed: list[Any] = []
+            for envelope, tag in self._items:
+                msg = getattr(envelope, "message", envelope)
+                if (not tagged_only or tag) and predicate(msg):
+                    removed.append(msg)
+                    self._tagged -= tag
+                else:
+                    kept.append((envelope, tag))
+            self._items = kept
+        if self.on_remove is not None:
+            for msg in removed:
+                self.on_remove(msg)
+        return removed

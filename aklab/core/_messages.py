@@ -1,0 +1,99 @@
+"""Core message types.
+
+Everything that travels between actors is a :class:`Message`. The orchestrator's own
+traffic (what it fans out to subscribers) is a second family, :class:`OrchestratorMessage`:
+a record *about* the team (a message was sent, an event happened, a handler failed).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny
+
+from aklab.core._address import ActorAddress
+
+__all__ = [
+    "CancelMessage",
+    "ErrorMessage",
+    "EventMessage",
+    "HandledMessage",
+    "Message",
+    "OrchestratorMessage",
+    "SentMessage",
+    "StartMessage",
+    "StateChangedMessage",
+    "StopMessage",
+]
+
+
+def _new_id() -> str:
+    return uuid.uuid4().hex
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Message(BaseModel):
+    """Base of every actor-to-actor message. ``sender`` is stamped by ``Akgent.send``."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    id: str = Field(default_factory=_new_id)
+    sender: ActorAddress | None = None
+    recipient: ActorAddress | None = None
+    created_at: datetime = Field(default_factory=_now)
+
+
+class CancelMessage(Message):
+    """Programmatic request to cancel the recipient's current run."""
+
+
+# -- orchestrator records ------------------------------------------------------------
+class OrchestratorMessage(Message):
+    """A record about the team, fanned out by the orchestrator to its subscribers."""
+
+
+class SentMessage(OrchestratorMessage):
+    """``sender`` sent ``message`` to ``recipient``."""
+
+    message: SerializeAsAny[Message]
+
+
+class EventMessage(OrchestratorMessage):
+    """An actor emitted ``event`` (usage, tool call, commands announced, ...)."""
+
+    event: Any
+
+
+class ErrorMessage(OrchestratorMessage):
+    """A handler raised; the actor survived and goes on with its next message."""
+
+    exception_type: str
+    exception_value: str
+    current_message: SerializeAsAny[Message] | None = None
+
+
+class HandledMessage(OrchestratorMessage):
+    """A queued message was consumed without being dispatched (absorbed or purged)."""
+
+    message_id: str
+
+
+class StartMessage(OrchestratorMessage):
+    """An actor joined the team."""
+
+    config: Any = None
+
+
+class StopMessage(OrchestratorMessage):
+    """An actor left the team."""
+
+
+class StateChangedMessage(OrchestratorMessage):
+    """An actor's state changed (serialized snapshot)."""
+
+    state: dict[str, Any]

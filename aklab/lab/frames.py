@@ -1,0 +1,84 @@
+"""Usage as tidy pandas DataFrames with a fixed column order."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal
+
+from aklab.errors import ConfigError
+from aklab.llm import LlmUsageEvent
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["USAGE_COLUMNS", "usage_frame"]
+
+By = Literal["agent", "run", "model", "request"]
+
+#: Every usage frame has these columns, in this order (grouping drops the ones that
+#: no longer apply: by agent has no run_id, started_at or duration_s).
+USAGE_COLUMNS = [
+    "run_id",
+    "agent",
+    "role",
+    "model",
+    "requests",
+    "input_tokens",
+    "output_tokens",
+    "total_tokens",
+    "cost_usd",
+    "started_at",
+    "duration_s",
+]
+_SUMS = ["requests", "input_tokens", "output_tokens", "total_tokens"]
+_KEYS: dict[str, list[str]] = {
+    "agent": ["agent", "role", "model"],
+    "run": ["run_id", "agent", "role", "model"],
+    "model": ["model"],
+}
+
+
+def _raw(events: Sequence[LlmUsageEvent]) -> pd.DataFrame:
+    import pandas as pd
+
+    columns: dict[str, list[object]] = {c: [] for c in USAGE_COLUMNS}
+    for e in events:
+        columns["run_id"].append(e.run_id)
+        columns["agent"].append(e.agent)
+        columns["role"].append(e.role)
+        columns["model"].append(e.model)
+        columns["requests"].append(e.requests)
+        columns["input_tokens"].append(e.input_tokens)
+        columns["output_tokens"].append(e.output_tokens)
+        columns["total_tokens"].append(e.input_tokens + e.output_tokens)
+        columns["cost_usd"].append(e.cost_usd)
+        columns["started_at"].append(e.started_at)
+        columns["duration_s"].append(e.duration_s)
+    frame = pd.DataFrame(columns)
+    for c in _SUMS:
+        frame[c] = frame[c].astype("int64")
+    frame["cost_usd"] = frame["cost_usd"].astype("Float64")
+    frame["duration_s"] = frame["duration_s"].astype("float64")
+    return frame
+
+
+def usage_frame(events: Sequence[LlmUsageEvent], by: str = "agent") -> pd.DataFrame:
+    """One row per agent (default), run, model, or model request (``by="request"``).
+
+    ``cost_usd`` is missing (<NA>) for a group with any request that could not be priced.
+    """
+    if by not in ("agent", "run", "model", "request"):
+        raise ConfigError(f"usage by {by!r}: choose agent, run, model or request")
+    frame = _raw(events)
+    if by == "request":
+        return frame
+    keys = _KEYS[by]
+    grouped = frame.groupby(keys, sort=False, dropna=False)
+    out = grouped[_SUMS].sum()
+    unpriced = frame["cost_usd"].isna().groupby([frame[k] for k in keys], sort=False).any()
+    out["cost_usd"] = grouped["cost_usd"].sum().mask(unpriced)
+    if by == "run":
+        out["started_at"] = grouped["started_at"].min()
+        out["duration_s"] = grouped["duration_s"].sum()
+    out = out.reset_index()
+    return out[[c for c in USAGE_COLUMNS if c in out.columns]]

@@ -1,0 +1,50 @@
+"""TeamRecorder: the lab's subscriber. Keeps the transcript, usage and errors.
+
+It runs on the orchestrator's thread and only appends to lists (atomic in CPython);
+readers copy what they need. Listeners (console printer, widgets) are called with
+each record and must not block.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from aklab.agent import AgentMessage, ContextUpdateEvent
+from aklab.core import ErrorMessage, EventMessage, EventSubscriber, Message, SentMessage
+from aklab.llm import LlmUsageEvent
+
+__all__ = ["TeamRecorder"]
+
+log = logging.getLogger("aklab.lab")
+
+TRANSCRIPT_LIMIT = 50_000
+
+
+class TeamRecorder(EventSubscriber):
+    def __init__(self) -> None:
+        self.transcript: deque[SentMessage] = deque(maxlen=TRANSCRIPT_LIMIT)
+        self.usage: list[LlmUsageEvent] = []
+        self.errors: list[ErrorMessage] = []
+        self.context_updates: list[ContextUpdateEvent] = []
+        self.listeners: list[Callable[[Message], Any]] = []
+
+    def on_message(self, message: Message) -> None:
+        if isinstance(message, SentMessage):
+            if isinstance(message.message, AgentMessage):
+                self.transcript.append(message)
+        elif isinstance(message, EventMessage):
+            event = message.event
+            if isinstance(event, LlmUsageEvent):
+                self.usage.append(event)
+            elif isinstance(event, ContextUpdateEvent):
+                self.context_updates.append(event)
+        elif isinstance(message, ErrorMessage):
+            self.errors.append(message)
+        for listener in tuple(self.listeners):
+            try:
+                listener(message)
+            except Exception:
+                log.exception("lab listener failed")

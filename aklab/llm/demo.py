@@ -1,0 +1,249 @@
+"""The offline demo model: deterministic, instant, no key, no network.
+
+It reads what an agent's model would read (the rendered message and the context-update
+blocks in the history) and plays the collaboration protocol plausibly:
+
+- a *coordinator* (an agent that can hire roles) delegates a request to the role the
+  request names, or to its first role, and relays the specialist's response to whoever
+  asked it;
+- a *specialist* answers a request to its sender with a short, role-flavoured result;
+- notifications, acknowledgments, instructions and operator actions get no reply.
+
+Token counts are estimated from the text (about four characters a token), so usage
+tables look like real ones. Cost is ``None``: the demo model has no price.
+
+The demo reads plain text only, so a demo run exercises the real rendering: if a
+framing line changes, the demo's behaviour shows it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import zlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    SystemPromptPart,
+    TextPart,
+    ToolCallPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+from pydantic_ai.usage import RequestUsage
+
+from aklab.llm.config import DEMO_MODEL_NAME
+
+__all__ = ["DemoBrain", "demo_model"]
+
+_RECEIVED = re.compile(
+    r"You received an? (request|response|instruction|notification|acknowledgment) from (\S+?)\.(?:\s|$)"
+)
+_SECTION = re.compile(r"^## (.+)$", re.MULTILINE)
+_MEMBER = re.compile(r"^- (@\S+) \(([^)]*)\)", re.MULTILINE)
+_ROLE = re.compile(r"^- ([^:\n]+):", re.MULTILINE)
+
+ROSTER_SECTION = "Team"
+ROLES_SECTION = "Roles you can hire"
+
+_CHARS_PER_TOKEN = 4
+_STREAM_CHUNK = 24
+
+
+def _tokens(text: str) -> int:
+    return max(1, math.ceil(len(text) / _CHARS_PER_TOKEN))
+
+
+def _user_texts(messages: list[ModelMessage]) -> list[str]:
+    texts: list[str] = []
+    for message in messages:
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                if isinstance(part, UserPromptPart):
+                    if isinstance(part.content, str):
+                        texts.append(part.content)
+                    else:
+                        texts.extend(c for c in part.content if isinstance(c, str))
+    return texts
+
+
+def _latest_sections(texts: list[str]) -> dict[str, str]:
+    """The latest body of every ``## Section`` seen in the history."""
+    sections: dict[str, str] = {}
+    for text in texts:
+        matches = list(_SECTION.finditer(text))
+        for i, match in enumerate(matches):
+            end = matches[i + 1].start() if i + 1 < len(matches) else len(text)
+            sections[match.group(1).strip()] = text[match.end() : end]
+    return sections
+
+
+def _split_received(text: str) -> tuple[str, str, str] | None:
+    """(intent, sender, content) of a rendered message, or None."""
+    matches = list(_RECEIVED.finditer(text))
+    if not matches:
+        return None
+    match = matches[-1]
+    rest = text[match.end() :]
+    _, _, content = rest.partition("\n\n")
+    return match.group(1), match.group(2), content.strip()
+
+
+def _short(text: str, limit: int = 60) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
+
+
+_ANSWERS: dict[str, list[str]] = {
+    "develop": [
+        "Split the work into three small changes, each with its own tests.",
+        "Implement the core path first, behind a flag, and ship it to staging.",
+        "Pair on the riskiest part and keep the build green throughout.",
+    ],
+    "qa": [
+        "Write acceptance checks for each user-facing change first.",
+        "Cover the edge cases: empty input, large input, and concurrent use.",
+        "Run the full regression suite before sign-off.",
+    ],
+    "research": [
+        "Collect the three most relevant sources and summarise each in a line.",
+        "Compare their claims and note where they disagree.",
+        "Recommend the option with the strongest evidence.",
+    ],
+    "design": [
+        "Sketch the main screen and the two most common flows.",
+        "Check the sketches with one user before building.",
+        "Keep the visual language consistent with what exists.",
+    ],
+}
+_GENERIC = [
+    "Clarify the goal and the definition of done.",
+    "Do the smallest useful piece first and check it.",
+    "Report progress and open questions at the end of the day.",
+]
+
+
+def _answer(role: str, task: str) -> str:
+    steps = next((v for k, v in _ANSWERS.items() if k in role.lower()), _GENERIC)
+    pick = zlib.crc32(task.encode()) % len(steps)
+    ordered = steps[pick:] + steps[:pick]
+    body = "\n".join(f"{i}. {s}" for i, s in enumerate(ordered, 1))
+    return f'{role} result for "{_short(task)}":\n{body}'
+
+
+def _own_role(info: AgentInfo, messages: list[ModelMessage]) -> str:
+    for message in messages:
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                if isinstance(part, SystemPromptPart):
+                    match = re.search(
+                        r"\byou are (?:a |an |the )?([A-Za-z][\w ]*?)(?:[.,;\n]|$)", str(part.content), re.I
+                    )
+                    if match:
+                        return match.group(1).strip().title()
+    return "Specialist"
+
+
+class DemoBrain:
+    """Decides a demo turn. Separate from the model plumbing so it is easy to test."""
+
+    def decide(self, messages: list[ModelMessage], info: AgentInfo) -> list[dict[str, str]]:
+        texts = _user_texts(messages)
+        received = _split_received(texts[-1]) if texts else None
+        if received is None:
+            return []
+        intent, sender, content = received
+        sections = _latest_sections(texts)
+        roles = [r.strip() for r in _ROLE.findall(sections.get(ROLES_SECTION, ""))]
+        members = _MEMBER.findall(sections.get(ROSTER_SECTION, ""))
+
+        if intent == "request" and roles:
+            role = next((r for r in roles if r.lower() in content.lower()), roles[0])
+            existing = next((name for name, r in members if r == role), None)
+            return [{"message_type": "request", "recipient": existing or role, "message": content}]
+
+        if intent == "response" and roles:
+            asker = self._original_asker(texts, responder=sender)
+            if asker is None:
+                return []
+            asker_name, task = asker
+            message = f'Here is what {sender} came back with on "{_short(task)}":\n\n{content}'
+            return [{"message_type": "response", "recipient": asker_name, "message": message}]
+
+        if intent == "request":
+            role = _own_role(info, messages)
+            return [{"message_type": "response", "recipient": sender, "message": _answer(role, content)}]
+        return []
+
+    @staticmethod
+    def _original_asker(texts: list[str], *, responder: str) -> tuple[str, str] | None:
+        for text in reversed(texts[:-1]):
+            received = _split_received(text)
+            if received and received[0] == "request" and received[1] != responder:
+                return received[1], received[2]
+        return None
+
+
+def _default_for_schema(schema: dict[str, Any]) -> Any:
+    kind = schema.get("type")
+    if "default" in schema:
+        return schema["default"]
+    if kind == "object":
+        props = schema.get("properties", {})
+        return {k: _default_for_schema(v) for k, v in props.items() if k in schema.get("required", [])}
+    return {"array": [], "string": "", "integer": 0, "number": 0, "boolean": False}.get(str(kind))
+
+
+def _prompt_size(messages: list[ModelMessage], info: AgentInfo) -> int:
+    size = len(info.instructions or "")
+    for message in messages:
+        for part in message.parts:
+            content = getattr(part, "content", None) or getattr(part, "args", None) or ""
+            size += len(content if isinstance(content, str) else json.dumps(content, default=str))
+    for tool in info.function_tools + info.output_tools:
+        size += len(json.dumps(tool.parameters_json_schema))
+    return size
+
+
+def _output(messages: list[ModelMessage], info: AgentInfo, brain: DemoBrain) -> tuple[str | None, str]:
+    """(output tool name or None for text, JSON/text body)."""
+    if not info.output_tools:
+        turn = brain.decide(messages, info)
+        return None, turn[0]["message"] if turn else "OK."
+    tool = info.output_tools[0]
+    schema = tool.parameters_json_schema
+    if "messages" in schema.get("properties", {}):
+        return tool.name, json.dumps({"messages": brain.decide(messages, info)})
+    return tool.name, json.dumps(_default_for_schema(schema))
+
+
+def demo_model(model_name: str = DEMO_MODEL_NAME) -> FunctionModel:
+    """Build the offline demo model (a pydantic-ai ``FunctionModel``)."""
+    brain = DemoBrain()
+
+    async def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        tool_name, body = _output(messages, info, brain)
+        part: ToolCallPart | TextPart = ToolCallPart(tool_name, body) if tool_name else TextPart(body)
+        usage = RequestUsage(
+            input_tokens=_tokens("x" * _prompt_size(messages, info)),
+            output_tokens=_tokens(body),
+        )
+        return ModelResponse(parts=[part], usage=usage, model_name=model_name)
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+        tool_name, body = _output(messages, info, brain)
+        chunks = [body[i : i + _STREAM_CHUNK] for i in range(0, len(body), _STREAM_CHUNK)] or [""]
+        if tool_name is None:
+            for chunk in chunks:
+                yield chunk
+            return
+        yield {0: DeltaToolCall(name=tool_name, json_args=chunks[0])}
+        for chunk in chunks[1:]:
+            yield {0: DeltaToolCall(json_args=chunk)}
+
+    return FunctionModel(respond, stream_function=stream, model_name=model_name)

@@ -1,0 +1,127 @@
+"""Usage limits in two tiers, and the errors they raise.
+
+::
+
+    AklabError
+    └── UsageLimitError              any usage limit was hit
+        ├── RunUsageLimitError       one run() went over its RunUsageLimits
+        └── AgentUsageLimitError     the agent's lifetime AgentUsageLimits are spent
+
+The run tier is enforced by pydantic-ai inside each run; the agent tier is checked by
+:class:`AgentBudget` before each run, from counters that are rebuilt from usage events
+(so they survive a restore).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel
+
+from aklab.errors import AklabError
+
+if TYPE_CHECKING:
+    from pydantic_ai.usage import UsageLimits
+
+    from aklab.llm.usage import LlmUsageEvent
+
+__all__ = [
+    "AgentBudget",
+    "AgentUsageLimitError",
+    "AgentUsageLimits",
+    "RunUsageLimitError",
+    "RunUsageLimits",
+    "UsageLimitError",
+]
+
+
+class UsageLimitError(AklabError):
+    """A usage limit was hit (either tier). Catch this to handle both."""
+
+
+class RunUsageLimitError(UsageLimitError):
+    """One run went over its ``RunUsageLimits``."""
+
+
+class AgentUsageLimitError(UsageLimitError):
+    """The agent's lifetime ``AgentUsageLimits`` are spent; no new run may start."""
+
+
+class RunUsageLimits(BaseModel):
+    """Budget for one run; counts reset every run. ``None`` means no cap."""
+
+    run_request_limit: int | None = 50
+    tool_calls_limit: int | None = None
+    input_tokens_limit: int | None = None
+    output_tokens_limit: int | None = None
+    total_tokens_limit: int | None = None
+
+    def to_pydantic_ai(self) -> UsageLimits:
+        from pydantic_ai.usage import UsageLimits
+
+        return UsageLimits(
+            request_limit=self.run_request_limit,
+            tool_calls_limit=self.tool_calls_limit,
+            input_tokens_limit=self.input_tokens_limit,
+            output_tokens_limit=self.output_tokens_limit,
+            total_tokens_limit=self.total_tokens_limit,
+        )
+
+
+class AgentUsageLimits(BaseModel):
+    """Budget for the agent's whole life. All ``None`` (the default) never blocks."""
+
+    agent_request_limit: int | None = None
+    """How many runs the agent may start."""
+    input_tokens_limit: int | None = None
+    output_tokens_limit: int | None = None
+    total_tokens_limit: int | None = None
+
+
+class AgentBudget:
+    """Lifetime counters of one agent, checked before each run.
+
+    Token limits bound where a run may *start*: the run that crosses the line finishes,
+    and the next one is refused. A run counts against ``agent_request_limit`` before
+    it executes, so a run that fails partway still counts.
+    """
+
+    def __init__(self, limits: AgentUsageLimits) -> None:
+        self.limits = limits
+        self.runs = 0
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self._seen_runs: set[str] = set()
+
+    def rebuild(self, events: Iterable[LlmUsageEvent]) -> None:
+        """Recompute the counters from usage events (e.g. after a restore)."""
+        self.runs = self.input_tokens = self.output_tokens = 0
+        self._seen_runs.clear()
+        for event in events:
+            self.record(event)
+
+    def record(self, event: LlmUsageEvent) -> None:
+        if event.run_id not in self._seen_runs:
+            self._seen_runs.add(event.run_id)
+            self.runs += 1
+        self.input_tokens += event.input_tokens
+        self.output_tokens += event.output_tokens
+
+    def start_run(self, run_id: str) -> None:
+        """Check every limit, then count the run. Raises ``AgentUsageLimitError``."""
+        lim = self.limits
+        checks = [
+            (lim.agent_request_limit, self.runs, "runs (agent_request_limit)"),
+            (lim.input_tokens_limit, self.input_tokens, "input tokens"),
+            (lim.output_tokens_limit, self.output_tokens, "output tokens"),
+            (lim.total_tokens_limit, self.input_tokens + self.output_tokens, "total tokens"),
+        ]
+        for limit, used, what in checks:
+            if limit is not None and used >= limit:
+                raise AgentUsageLimitError(
+                    f"agent lifetime limit reached: {used} {what} used of {limit}; "
+                    "raise AgentUsageLimits to let this agent run again"
+                )
+        self._seen_runs.add(run_id)
+        self.runs += 1

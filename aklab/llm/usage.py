@@ -1,0 +1,100 @@
+"""Usage records and their aggregation.
+
+Every model request produces one :class:`LlmUsageEvent`; every tool call one
+:class:`ToolCallEvent`. ``cost_usd`` comes from genai-prices (through pydantic-ai) and
+is ``None`` when the model cannot be priced, never an invented number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+
+from pydantic import BaseModel, Field
+
+__all__ = ["AgentUsageSummary", "LlmUsageEvent", "ToolCallEvent", "UsageTotals", "aggregate_usage"]
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class LlmUsageEvent(BaseModel):
+    """Tokens and cost of one model request."""
+
+    agent: str
+    role: str = ""
+    run_id: str
+    model: str
+    requests: int = 1
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float | None = None
+    started_at: datetime = Field(default_factory=_now)
+    duration_s: float = 0.0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+class ToolCallEvent(BaseModel):
+    """One tool call made by an agent's model."""
+
+    agent: str
+    run_id: str
+    tool_name: str
+    args: str = ""
+    ok: bool = True
+
+
+class UsageTotals(BaseModel):
+    """Summed usage. ``cost_usd`` is None if any request could not be priced."""
+
+    requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float | None = 0.0
+    unpriced_requests: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def add(self, event: LlmUsageEvent) -> None:
+        self.requests += event.requests
+        self.input_tokens += event.input_tokens
+        self.output_tokens += event.output_tokens
+        self.cache_read_tokens += event.cache_read_tokens
+        self.cache_write_tokens += event.cache_write_tokens
+        if event.cost_usd is None:
+            self.unpriced_requests += event.requests
+            self.cost_usd = None
+        elif self.cost_usd is not None:
+            self.cost_usd += event.cost_usd
+
+
+class AgentUsageSummary(BaseModel):
+    """Usage of one agent (or a whole team): total, by model, and by run."""
+
+    agent: str
+    total: UsageTotals = Field(default_factory=UsageTotals)
+    by_model: dict[str, UsageTotals] = Field(default_factory=dict)
+    by_run: dict[str, UsageTotals] | None = None
+
+
+def aggregate_usage(events: Iterable[LlmUsageEvent], *, agent: str = "*", by_run: bool = False) -> AgentUsageSummary:
+    """Fold usage events into a summary (``agent`` filters unless it is ``"*"``)."""
+    summary = AgentUsageSummary(agent=agent, by_run={} if by_run else None)
+    for event in events:
+        if agent != "*" and event.agent != agent:
+            continue
+        summary.total.add(event)
+        summary.by_model.setdefault(event.model, UsageTotals()).add(event)
+        if summary.by_run is not None:
+            summary.by_run.setdefault(event.run_id, UsageTotals()).add(event)
+    return summary

@@ -1,0 +1,73 @@
+"""ToolCard: one capability, offered on up to four channels.
+
+==============  =====================================================  ====================
+channel         what the card contributes                              who consumes it
+==============  =====================================================  ====================
+TOOL_CALL       functions the model may call                           the ReactAgent
+SYSTEM_PROMPT   fixed text for the (frozen) system prompt               the ReactAgent
+LLM_CONTEXT     named state providers, diffed into context updates     the ContextUpdater
+COMMAND         callables reachable as ``/name`` and in code           the CommandRegistry
+==============  =====================================================  ====================
+
+A card is configuration (a pydantic model, serializable); ``ToolFactory`` binds it to
+its host agent once, at start, through the :class:`ToolHost` protocol.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from aklab.core import ActorAddress, AgentCard
+
+__all__ = ["Channel", "ToolCard", "ToolHost"]
+
+
+class Channel(StrEnum):
+    TOOL_CALL = "tool_call"
+    SYSTEM_PROMPT = "system_prompt"
+    LLM_CONTEXT = "llm_context"
+    COMMAND = "command"
+
+
+class ToolHost(Protocol):
+    """What a card may use of the agent hosting it."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def role(self) -> str: ...
+    def team_members(self) -> list[ActorAddress]: ...
+    def hireable_cards(self) -> list[AgentCard]: ...
+    def hire(self, role: str, name: str | None = None) -> ActorAddress: ...
+    def fire(self, name: str) -> bool: ...
+
+
+class ToolCard(BaseModel):
+    """Base of every tool card. Override the channels the card serves."""
+
+    name: str = ""
+    description: str = ""
+
+    def card_name(self) -> str:
+        return self.name or type(self).__name__
+
+    def get_tools(self, host: ToolHost) -> list[Callable[..., Any]]:
+        """TOOL_CALL: plain functions (or pydantic-ai ``Tool``s) for the model."""
+        return []
+
+    def get_system_prompts(self, host: ToolHost) -> list[str]:
+        """SYSTEM_PROMPT: text that never changes during the agent's life."""
+        return []
+
+    def get_context_states(self, host: ToolHost) -> dict[str, Callable[[], str]]:
+        """LLM_CONTEXT: section title -> function rendering the current state."""
+        return {}
+
+    def get_commands(self, host: ToolHost) -> list[Callable[..., Any]]:
+        """COMMAND: callables keyed by ``__name__`` in the agent's CommandRegistry."""
+        return []

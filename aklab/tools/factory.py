@@ -1,0 +1,42 @@
+"""ToolFactory: binds cards to their host once and serves each channel."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from aklab.tools.card import ToolCard, ToolHost
+from aklab.tools.commands import CommandRegistry
+from aklab.tools.context import ContextUpdater, ToolState
+
+__all__ = ["ToolFactory"]
+
+
+class ToolFactory:
+    def __init__(self, cards: Sequence[ToolCard], host: ToolHost) -> None:
+        self.cards = list(cards)
+        self.host = host
+
+    def get_tools(self) -> list[Callable[..., Any]]:
+        return [tool for card in self.cards for tool in card.get_tools(self.host)]
+
+    def get_system_prompts(self) -> list[str]:
+        return [text for card in self.cards for text in card.get_system_prompts(self.host)]
+
+    def get_context_states(self) -> dict[str, Callable[[], str]]:
+        providers: dict[str, Callable[[], str]] = {}
+        for card in self.cards:
+            providers.update(card.get_context_states(self.host))
+        return providers
+
+    def get_context_updater(self, slot: Callable[[], ToolState]) -> ContextUpdater:
+        return ContextUpdater(self.get_context_states(), slot)
+
+    def get_command_registry(self, extra_commands: Sequence[Callable[..., Any]] = ()) -> CommandRegistry:
+        registry = CommandRegistry()
+        for card in self.cards:
+            for command in card.get_commands(self.host):
+                registry.register(command, card=card.card_name())
+        for command in extra_commands:
+            registry.register(command, card="builtin")
+        return registry

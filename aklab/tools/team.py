@@ -1,0 +1,74 @@
+"""TeamTool: hire and fire members, see the roster and the roles one may hire."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from aklab.core import ActorAddress
+from aklab.tools.card import ToolCard, ToolHost
+
+__all__ = ["ROLES_SECTION", "ROSTER_SECTION", "TeamTool"]
+
+ROSTER_SECTION = "Team"
+ROLES_SECTION = "Roles you can hire"
+
+
+def render_roster(members: list[ActorAddress]) -> str:
+    return "\n".join(f"- {a.name} ({a.role})" for a in sorted(members, key=lambda a: a.name))
+
+
+class TeamTool(ToolCard):
+    """The team card every agent carries (prepended unless one is supplied)."""
+
+    name: str = "TeamTool"
+    description: str = "Hire and fire team members; see the roster and hireable roles."
+
+    def get_tools(self, host: ToolHost) -> list[Callable[..., Any]]:
+        def hire_members(roles: list[str]) -> str:
+            """Hire one new member for each role given; returns their names."""
+            return "\n".join(_try(host.hire, role) for role in roles)
+
+        def fire_members(names: list[str]) -> str:
+            """Remove the named members (e.g. "@Developer") from the team."""
+            return "\n".join(f"{n}: fired" if host.fire(n) else f"{n}: not a member" for n in names)
+
+        return [hire_members, fire_members]
+
+    def get_context_states(self, host: ToolHost) -> dict[str, Callable[[], str]]:
+        def roster() -> str:
+            return render_roster(host.team_members())
+
+        def roles() -> str:
+            return "\n".join(f"- {c.role}: {c.description or '(no description)'}" for c in host.hireable_cards())
+
+        return {ROSTER_SECTION: roster, ROLES_SECTION: roles}
+
+    def get_commands(self, host: ToolHost) -> list[Callable[..., Any]]:
+        def hire_member(role: str, name: str | None = None) -> ActorAddress:
+            """Hire a member by role; returns the new member's address."""
+            return host.hire(role, name)
+
+        def fire_member(name: str) -> str:
+            """Fire a member by name."""
+            if not host.fire(name):
+                raise ValueError(f"{name} is not a member of the team")
+            return f"{name} fired"
+
+        def team_members() -> str:
+            """The current team roster."""
+            return render_roster(host.team_members())
+
+        def team_roles() -> str:
+            """The roles this agent may hire, with their descriptions."""
+            lines = [f"- {c.role}: {c.description}" for c in host.hireable_cards()]
+            return "\n".join(lines) or "(no roles to hire)"
+
+        return [hire_member, fire_member, team_members, team_roles]
+
+
+def _try(hire: Callable[[str], ActorAddress], role: str) -> str:
+    try:
+        return f"{role}: hired {hire(role).name}"
+    except Exception as exc:
+        return f"{role}: error: {exc}"

@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+from aklab.core import Activity, Mailbox
+
+
+def test_the_mailbox_is_fifo_and_counts_tagged_messages() -> None:
+    box = Mailbox()
+    box.classifier = lambda m: m == "cancel"
+    for item in ["a", "cancel", "b", "cancel"]:
+        box.put(item)
+    assert box.has_tagged() and len(box) == 4
+    assert box.get() == "a"
+    removed = box.remove(lambda m: True, tagged_only=True)
+    assert removed == ["cancel", "cancel"]
+    assert not box.has_tagged()
+    assert list(box.messages()) == ["b"]
+
+
+def test_remove_reports_each_removed_message() -> None:
+    box = Mailbox()
+    seen: list[str] = []
+    box.on_remove = seen.append
+    box.put("x")
+    box.put("y")
+    box.remove(lambda m: m == "y")
+    assert seen == ["y"] and list(box.messages()) == ["x"]
+
+
+def test_activity_reaches_idle_only_when_all_work_ended() -> None:
+    activity = Activity()
+    activity.begin(2)
+    assert not activity.wait_idle(0.01)
+    activity.end()
+    assert not activity.wait_idle(0.01)
+    activity.end()
+    assert activity.wait_idle(0.01)

@@ -1,0 +1,102 @@
+from __future__ import annotations
+
+import threading
+
+import pytest
+from pydantic import BaseModel
+from pydantic_ai.messages import ModelResponse, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.usage import RequestUsage
+
+from aklab.llm import (
+    AgentUsageLimitError,
+    AgentUsageLimits,
+    LlmUsageEvent,
+    ModelConfig,
+    RunUsageLimitError,
+    RunUsageLimits,
+    aggregate_usage,
+)
+from aklab.llm.react import ReactAgent
+from aklab.llm.scripted import scripted_model
+
+
+class Answer(BaseModel):
+    text: str = ""
+
+
+def _agent(model: object, **kw: object) -> tuple[ReactAgent, list[LlmUsageEvent]]:
+    events: list[LlmUsageEvent] = []
+    agent = ReactAgent(name="@A", role="A", model_cfg=ModelConfig(model=model), on_usage=events.append, **kw)  # type: ignore[arg-type]
+    return agent, events
+
+
+def test_every_model_request_is_recorded_with_its_tokens() -> None:
+    agent, events = _agent(scripted_model([{"text": "one"}, {"text": "two"}]))
+    assert agent.run_sync("hi", output_type=Answer).text == "one"
+    assert agent.run_sync("again", output_type=Answer).text == "two"
+    assert [(e.requests, e.input_tokens, e.model) for e in events] == [(1, 100, "scripted")] * 2
+    assert events[0].run_id != events[1].run_id
+    assert len(agent.messages) == 6  # the history carries both runs
+
+
+def test_a_priced_model_name_gets_a_cost_and_an_unknown_one_gets_none() -> None:
+    def fn(messages: object, info: AgentInfo) -> ModelResponse:
+        return ModelResponse(
+            parts=[ToolCallPart(info.output_tools[0].name, '{"text": "x"}')],
+            usage=RequestUsage(input_tokens=1000, output_tokens=500),
+        )
+
+    priced, priced_events = _agent(FunctionModel(fn, model_name="gpt-4o"))
+    priced.run_sync("hi", output_type=Answer)
+    assert priced_events[0].cost_usd == pytest.approx(0.0075)
+    unknown, unknown_events = _agent(FunctionModel(fn, model_name="no-such-model"))
+    unknown.run_sync("hi", output_type=Answer)
+    assert unknown_events[0].cost_usd is None
+    summary = aggregate_usage(priced_events + unknown_events)
+    assert summary.total.cost_usd is None and summary.total.unpriced_requests == 1
+
+
+def test_runs_work_from_a_plain_thread() -> None:
+    agent, _ = _agent(scripted_model([{"text": "threaded"}]))
+    out: list[Answer] = []
+    t = threading.Thread(target=lambda: out.append(agent.run_sync("hi", output_type=Answer)))
+    t.start()
+    t.join(10)
+    assert out == [Answer(text="threaded")]
+
+
+def test_the_agent_tier_refuses_a_run_once_the_lifetime_budget_is_spent() -> None:
+    agent, events = _agent(
+        scripted_model([{"text": "a"}], repeat_last=True),
+        agent_usage_limits=AgentUsageLimits(agent_request_limit=2),
+    )
+    agent.run_sync("1", output_type=Answer)
+    agent.run_sync("2", output_type=Answer)
+    with pytest.raises(AgentUsageLimitError, match="2 runs"):
+        agent.run_sync("3", output_type=Answer)
+    # rebuilt from events (as after a restore), the budget is still spent
+    agent.budget.rebuild(events)
+    assert agent.budget.runs == 2
+
+
+def test_the_run_tier_is_enforced_inside_the_run() -> None:
+    agent, events = _agent(
+        scripted_model([{"text": "a"}], repeat_last=True),
+        run_usage_limits=RunUsageLimits(total_tokens_limit=10),
+    )
+    with pytest.raises(RunUsageLimitError, match="total_tokens_limit"):
+        agent.run_sync("hi", output_type=Answer)
+    assert len(events) == 1  # the partial usage is kept
+
+
+def test_compaction_drops_whole_old_runs() -> None:
+    agent, _ = _agent(scripted_model([{"text": "a"}], repeat_last=True), system_prompt="You are A.")
+    for i in range(4):
+        agent.run_sync(f"turn {i}", output_type=Answer)
+    removed = agent.compact_sliding(keep_runs=2)
+    assert removed == 4
+    kinds = [[p.part_kind for p in m.parts] for m in agent.messages]
+    assert kinds[0] == ["system-prompt", "user-prompt"]
+    assert "tool-return" not in kinds[0]
+    assert agent.run_sync("after", output_type=Answer).text == "a"

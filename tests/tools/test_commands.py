@@ -1,0 +1,78 @@
+from __future__ import annotations
+
+import pytest
+
+from aklab.tools import CommandNotRecognized, CommandRegistry
+
+
+def _registry() -> tuple[CommandRegistry, list[tuple[object, ...]]]:
+    calls: list[tuple[object, ...]] = []
+
+    def hire_member(role: str, name: str | None = None) -> str:
+        """Hire by role."""
+        calls.append((role, name))
+        return f"hired {name or role}"
+
+    def repeat(text: str, times: int = 1, loud: bool = False) -> str:
+        """Repeat text."""
+        out = " ".join([text] * times)
+        return out.upper() if loud else out
+
+    def quiet() -> None:
+        """Do something silently."""
+
+    def broken() -> str:
+        """Always fails."""
+        raise RuntimeError("it broke")
+
+    registry = CommandRegistry()
+    for command in (hire_member, repeat, quiet, broken):
+        registry.register(command, card="Test")
+    return registry, calls
+
+
+def test_arguments_are_shlex_split_and_bound_by_name_only_for_real_parameters() -> None:
+    registry, calls = _registry()
+    assert registry.dispatch("/hire_member Developer name=@Ada") == "hired @Ada"
+    assert registry.dispatch('/repeat "a=b c" times=2') == "a=b c a=b c"
+    assert calls == [("Developer", "@Ada")]
+
+
+def test_values_are_coerced_to_the_annotated_types() -> None:
+    registry, _ = _registry()
+    assert registry.dispatch("/repeat hi 3 loud=yes") == "HI HI HI"
+
+
+def test_an_unknown_command_is_not_recognized_so_the_text_can_reach_the_model() -> None:
+    registry, _ = _registry()
+    with pytest.raises(CommandNotRecognized):
+        registry.dispatch("/usr/bin is a folder")
+    with pytest.raises(CommandNotRecognized):
+        registry.dispatch("no slash")
+
+
+def test_errors_after_the_command_is_known_come_back_as_text() -> None:
+    registry, _ = _registry()
+    assert registry.dispatch("/broken") == "Error in /broken: it broke"
+    missing = registry.dispatch("/hire_member")
+    assert (
+        missing is not None
+        and missing.startswith("Error in /hire_member")
+        and "usage: /hire_member <role> [name]" in missing
+    )
+    assert registry.dispatch("/repeat x times=many") is not None
+
+
+def test_none_means_handled_silently() -> None:
+    registry, _ = _registry()
+    assert registry.dispatch("/quiet") is None
+
+
+def test_the_typed_surface_returns_native_values_and_descriptors_describe_everything() -> None:
+    registry, _ = _registry()
+    assert registry.has("repeat") and not registry.has("nope")
+    assert registry.callable("repeat")("x", 2) == "x x"
+    names = [d.name for d in registry.descriptors()]
+    assert names == ["broken", "hire_member", "quiet", "repeat"]
+    repeat = registry.descriptors()[3]
+    assert repeat.args == {"text": "str", "times": "int", "loud": "bool"} and repeat.card == "Test"
