@@ -2,7 +2,7 @@
 
 from aklab.agent.agent import BaseAgent
 from aklab.agent.config import AgentConfig, AgentState
-from aklab.agent.events import ContextUpdateEvent, OperatorActionEvent, RoutingSkippedEvent
+from aklab.agent.events import AgentBusyEvent, ContextUpdateEvent, OperatorActionEvent, RoutingSkippedEvent
 from aklab.agent.human_proxy import HumanInbox, HumanProxy
 from aklab.agent.messages import AgentMessage, LlmRenderable, MailboxPreviewable
 from aklab.agent.output_models import REPLY_PROTOCOLS, Request, StructuredOutput
@@ -10,6 +10,7 @@ from aklab.agent.utils import resolve_recipient
 
 __all__ = [
     "REPLY_PROTOCOLS",
+    "AgentBusyEvent",
     "AgentConfig",
     "AgentMessage",
     "AgentState",

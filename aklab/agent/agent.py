@@ -18,7 +18,7 @@ from datetime import date
 from typing import Any, TypeVar
 
 from aklab.agent.config import AgentConfig, AgentState
-from aklab.agent.events import ContextUpdateEvent, OperatorActionEvent, RoutingSkippedEvent
+from aklab.agent.events import AgentBusyEvent, ContextUpdateEvent, OperatorActionEvent, RoutingSkippedEvent
 from aklab.agent.messages import AgentMessage
 from aklab.agent.output_models import StructuredOutput
 from aklab.agent.utils import resolve_recipient
@@ -159,6 +159,7 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         if block is not None:
             prompt.append(block)
         prompt.append(message.render_for_llm())
+        self.notify_event(AgentBusyEvent(agent=self.config.name, role=self.config.role, busy=True))
         try:
             return self._react_agent.run_sync(
                 prompt if len(prompt) > 1 else prompt[0], deps=self, output_type=output_type
@@ -168,6 +169,8 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         except Exception as exc:
             self.notify_human(f"{self.config.name} could not answer: {type(exc).__name__}: {exc}")
             raise ModelError(f"{self.config.name}: model call failed: {exc}") from exc
+        finally:
+            self.notify_event(AgentBusyEvent(agent=self.config.name, role=self.config.role, busy=False))
 
     def _deliver_context_update(self) -> str | None:
         block = self._context_updater.compose(self._visible_markers())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-__all__ = ["ContextUpdateEvent", "OperatorActionEvent", "RoutingSkippedEvent"]
+__all__ = ["AgentBusyEvent", "ContextUpdateEvent", "OperatorActionEvent", "RoutingSkippedEvent"]
 
 
 class RoutingSkippedEvent(BaseModel):
@@ -30,3 +30,11 @@ class OperatorActionEvent(BaseModel):
     operator: str
     command: str
     result: str | None
+
+
+class AgentBusyEvent(BaseModel):
+    """An agent started (``busy=True``) or finished (``busy=False``) an LLM turn."""
+
+    agent: str
+    role: str
+    busy: bool
