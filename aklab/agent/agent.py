@@ -17,16 +17,20 @@ import logging
 from datetime import date
 from typing import Any, TypeVar
 
+from aklab.agent.capabilities import MailboxCapability, RunInterruptedError, is_cancel
+from aklab.agent.capabilities.recipients import RecipientCheckCapability
 from aklab.agent.config import AgentConfig, AgentState
 from aklab.agent.events import AgentBusyEvent, ContextUpdateEvent, OperatorActionEvent, RoutingSkippedEvent
 from aklab.agent.messages import AgentMessage
 from aklab.agent.output_models import StructuredOutput
+from aklab.agent.usage_limits import guard_usage_limits
 from aklab.agent.utils import resolve_recipient
-from aklab.core import ActorAddress, AgentCard, Akgent, Orchestrator
+from aklab.core import ActorAddress, AgentCard, Akgent, CancelMessage, Message, Orchestrator
 from aklab.errors import AklabError, ModelError, RoutingError
 from aklab.llm import AgentUsageSummary, LlmUsageEvent, aggregate_usage
 from aklab.tools import CommandNotRecognized, CommandsAnnouncedEvent, TeamTool, ToolCard, ToolFactory
 from aklab.tools.context import markers_in
+from aklab.tools.mailbox import NO_RUN_TO_CANCEL, MailboxTool
 
 __all__ = ["BaseAgent"]
 
@@ -50,7 +54,18 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         from aklab.llm.react import ReactAgent
 
         self.state.backstory = self.config.prompt.render()
-        factory = ToolFactory(self._assemble_cards(), host=self)
+        cards = self._assemble_cards()
+        mailbox_card = next((c for c in cards if isinstance(c, MailboxTool)), None)
+        allow_agents = self.config.commands_from_agents
+        self.mailbox.classifier = lambda m: is_cancel(m, allow_agents=allow_agents)
+        self._mailbox_capability = MailboxCapability(
+            mailbox=lambda: self.mailbox,
+            current_message=lambda: self.current_message,
+            read_enabled=mailbox_card is not None and mailbox_card.read_mailbox,
+            preview_handlers=mailbox_card.mailbox_preview_handlers if mailbox_card is not None else None,
+            allow_agent_cancel=allow_agents,
+        )
+        factory = ToolFactory(cards, host=self)
         self._command_registry = factory.get_command_registry(extra_commands=[self.compact, self.clear])
         self._context_updater = factory.get_context_updater(lambda: self.state.tool_state)
         system_prompt = "\n\n".join(
@@ -66,6 +81,7 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
             runtime_cfg=self.config.runtime_cfg,
             run_usage_limits=self.config.run_usage_limits,
             agent_usage_limits=self.config.agent_usage_limits,
+            compaction_cfg=self.config.compaction_cfg,
             on_usage=self.notify_event,
             on_tool_call=self.notify_event,
         )
@@ -74,15 +90,22 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
     def _assemble_cards(self) -> list[ToolCard]:
         """Framework cards first, unless the config supplies its own of the same class."""
         supplied = list(self.config.tools)  # never mutate config.tools
-        defaults: list[ToolCard] = [TeamTool()]
+        defaults: list[ToolCard] = [TeamTool(), MailboxTool()]
         missing = [d for d in defaults if not any(isinstance(c, type(d)) for c in supplied)]
         return [*missing, *supplied]
 
     def _assemble_capabilities(self) -> list[Any]:
-        return [*self.extra_capabilities()]
+        # The mailbox capability comes first and is never the hook's to return: every
+        # run must stay cancellable, and a run about to be cancelled should not first
+        # pay for a custom capability's work.
+        return [self._mailbox_capability, RecipientCheckCapability(self), *self.extra_capabilities()]
 
     def extra_capabilities(self) -> list[Any]:
-        """Override to add pydantic-ai capabilities around every model request."""
+        """Override to add pydantic-ai capabilities around every model request.
+
+        Called during ``on_start`` before the ReactAgent exists: read ``self.config``,
+        touch nothing built later.
+        """
         return []
 
     # -- ToolHost -------------------------------------------------------------------------
@@ -151,19 +174,40 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         output = self.act(message, StructuredOutput)
         self._route_output(output)
 
-    def act(self, message: AgentMessage, output_type: type[T]) -> T:
-        """One LLM turn on ``message``, answering in ``output_type``."""
-        prompt: list[str] = [*self._pending_notes]
+    def receiveMsg_CancelMessage(self, message: CancelMessage, sender: ActorAddress | None) -> None:
+        # Mid-run, a cancel is purged by the hook and never dispatched: reaching this
+        # handler proves no run was in flight.
+        log.info("%s: cancel from %s with no run in flight", self.config.name, sender.name if sender else "code")
+        if sender is not None and sender.is_user_proxy:
+            self.send(sender, AgentMessage(content=NO_RUN_TO_CANCEL, type="acknowledgment"))
+
+    @guard_usage_limits()
+    def act(self, message: Message, output_type: type[T]) -> T:
+        """One LLM turn on ``message``, answering in ``output_type``.
+
+        A cancelled run ends here: the human is told once, and a default ``output_type()``
+        is returned (or the interruption re-raised if the type has required fields).
+        """
+        prompt: list[Any] = [*self._pending_notes]
         self._pending_notes.clear()
         block = self._deliver_context_update()
         if block is not None:
             prompt.append(block)
-        prompt.append(message.render_for_llm())
+        rendered: Any = message.render_for_llm()  # type: ignore[attr-defined]
+        if self._command_registry.has("_expand_media_refs"):
+            rendered = self._command_registry.callable("_expand_media_refs")(rendered)
+        prompt.extend(rendered if isinstance(rendered, list) else [rendered])
         self.notify_event(AgentBusyEvent(agent=self.config.name, role=self.config.role, busy=True))
         try:
             return self._react_agent.run_sync(
                 prompt if len(prompt) > 1 else prompt[0], deps=self, output_type=output_type
             )
+        except RunInterruptedError:
+            self.notify_human(f"Run interrupted. ({self.config.name})")
+            try:
+                return output_type()
+            except Exception:
+                raise RunInterruptedError(f"{self.config.name}: run interrupted") from None
         except AklabError:
             raise
         except Exception as exc:
@@ -237,11 +281,12 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         self._pending_notes.clear()
         return "Context cleared."
 
+    @guard_usage_limits()
     def compact(self) -> str:
         """Shorten the conversation, keeping the most recent turns."""
-        keep = self.config.compaction_cfg.keep_last
-        removed = self._react_agent.compact_sliding(keep_runs=keep)
-        return f"Compacted: {removed} messages removed, last {keep} turns kept."
+        cfg = self.config.compaction_cfg
+        removed = self._react_agent.compact(deps=self)
+        return f"Compacted ({cfg.strategy}): {removed} messages removed, last {cfg.keep_last} turns kept."
 
     def on_stop(self) -> None:
         super().on_stop()

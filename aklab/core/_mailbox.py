@@ -51,9 +51,10 @@ class Mailbox:
     """A FIFO inbox with tagged look-ups and targeted removal (thread-safe)."""
 
     def __init__(self) -> None:
-        self._items: deque[Any] = deque()
+        self._items: deque[tuple[Any, bool, int]] = deque()
         self._cond = threading.Condition()
         self._tagged = 0
+        self._seq = 0
         self.classifier: Callable[[Any], bool] | None = None
         self.on_remove: Callable[[Any], None] | None = None
 
@@ -61,7 +62,8 @@ class Mailbox:
     def put(self, envelope: Any, /) -> None:
         with self._cond:
             tag = self._classify(envelope)
-            self._items.append((envelope, tag))
+            self._seq += 1
+            self._items.append((envelope, tag, self._seq))
             self._tagged += tag
             self._cond.notify()
 
@@ -69,7 +71,7 @@ class Mailbox:
         with self._cond:
             while not self._items:
                 self._cond.wait()
-            envelope, tag = self._items.popleft()
+            envelope, tag, _seq = self._items.popleft()
             self._tagged -= tag
             return envelope
 
@@ -96,32 +98,46 @@ class Mailbox:
         """Snapshot of the waiting messages (not envelopes), oldest first."""
         with self._cond:
             items = list(self._items)
-        for envelope, _tag in items:
+        for envelope, _tag, _seq in items:
             yield getattr(envelope, "message", envelope)
 
-    def messages_since(self, index: int) -> tuple[list[Any], int]:
-        """Messages at queue positions >= ``index``; returns them and the new length."""
+    @property
+    def last_seq(self) -> int:
+        """Sequence number of the latest arrival (0 before any)."""
+        return self._seq
+
+    def arrivals_after(self, seq: int) -> tuple[list[Any], int]:
+        """Messages still waiting that arrived after ``seq``, oldest first, and the latest seq.
+
+        Costs O(new arrivals), not O(queue length): it walks back from the newest end.
+        """
         with self._cond:
-            n = len(self._items)
-            if index >= n:
-                return [], n
-            items = [self._items[i][0] for i in range(index, n)]
-        return [getattr(e, "message", e) for e in items], n
+            latest = self._seq
+            if seq >= latest:
+                return [], latest
+            fresh = []
+            for envelope, _tag, item_seq in reversed(self._items):
+                if item_seq <= seq:
+                    break
+                fresh.append(getattr(envelope, "message", envelope))
+        fresh.reverse()
+        return fresh, latest
 
     def remove(self, predicate: Callable[[Any], bool], *, tagged_only: bool = False) -> list[Any]:
         """Take out every waiting message matching ``predicate``; returns them."""
         with self._cond:
             if tagged_only and self._tagged == 0:
                 return []
-            kept: deque[Any] = deque()
+            kept: deque[tuple[Any, bool, int]] = deque()
             removed: list[Any] = []
-            for envelope, tag in self._items:
+            for item in self._items:
+                envelope, tag, _seq = item
                 msg = getattr(envelope, "message", envelope)
                 if (not tagged_only or tag) and predicate(msg):
                     removed.append(msg)
                     self._tagged -= tag
                 else:
-                    kept.append((envelope, tag))
+                    kept.append(item)
             self._items = kept
         if self.on_remove is not None:
             for msg in removed:

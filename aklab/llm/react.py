@@ -3,6 +3,14 @@
 It owns the agent's conversation (message history), runs one REACT loop per call, and
 reports the usage of every model request and every tool call through callbacks. The
 pydantic-ai ``Agent`` is built once; the output type is chosen per run.
+
+- A run that fails (cancelled, provider error) keeps the usage it incurred, and the
+  history keeps the run's closed prefix (the prompt and any finished steps), so the
+  agent still knows what it was asked.
+- A run-tier breach goes to ``LimitRecoveryCapability`` (one tool-free conclusion).
+- With ``ModelConfig.context_length`` set, the history is compacted before a run that
+  would start above ``CompactionConfig.trigger_ratio`` of it (the size is the last
+  request's input plus output tokens: O(1), no re-count of the history).
 """
 
 from __future__ import annotations
@@ -17,19 +25,34 @@ from typing import Any, TypeVar
 
 from pydantic_ai import Agent, capture_run_messages
 from pydantic_ai.exceptions import UsageLimitExceeded
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, SystemPromptPart, ToolCallPart
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    SystemPromptPart,
+    TextPart,
+    ToolCallPart,
+    UserPromptPart,
+)
+from pydantic_ai.usage import UsageLimits
 
-from aklab.llm.config import ModelConfig, RuntimeConfig
+from aklab.llm.config import CompactionConfig, ModelConfig, RuntimeConfig
 from aklab.llm.limits import AgentBudget, AgentUsageLimits, RunUsageLimitError, RunUsageLimits
 from aklab.llm.models import build_model
+from aklab.llm.recovery import LimitRecoveryCapability, NoFunctionTools, closed_history
 from aklab.llm.usage import LlmUsageEvent, ToolCallEvent
 
-__all__ = ["ReactAgent"]
+__all__ = ["SUMMARY_PROMPT", "ReactAgent"]
 
 T = TypeVar("T")
 
 UsageSink = Callable[[LlmUsageEvent], None]
 ToolSink = Callable[[ToolCallEvent], None]
+
+SUMMARY_PROMPT = (
+    "Summarise the conversation so far for your own later use: the requests you received, "
+    "who sent them, what you did, what you sent to whom, and what is still open. Be brief."
+)
 
 
 class ReactAgent:
@@ -48,6 +71,8 @@ class ReactAgent:
         runtime_cfg: RuntimeConfig | None = None,
         run_usage_limits: RunUsageLimits | None = None,
         agent_usage_limits: AgentUsageLimits | None = None,
+        compaction_cfg: CompactionConfig | None = None,
+        limit_recovery: LimitRecoveryCapability | None = None,
         on_usage: UsageSink | None = None,
         on_tool_call: ToolSink | None = None,
     ) -> None:
@@ -57,16 +82,19 @@ class ReactAgent:
         runtime = runtime_cfg or RuntimeConfig()
         self.run_usage_limits = run_usage_limits or RunUsageLimits()
         self.budget = AgentBudget(agent_usage_limits or AgentUsageLimits())
+        self.compaction_cfg = compaction_cfg or CompactionConfig()
+        self.limit_recovery = limit_recovery or LimitRecoveryCapability()
         self.on_usage = on_usage
         self.on_tool_call = on_tool_call
         self.messages: list[ModelMessage] = []
         self.system_prompt = system_prompt
         self.current_run_id: str | None = None
+        self._model_label = self.model_cfg.label
+        self._context_size = 0
         # One event loop per agent, closed with it: run_sync would leave a loop open
         # on every actor thread.
         self._loop = asyncio.new_event_loop()
         self._finalizer = weakref.finalize(self, self._loop.close)
-        self._model_label = self.model_cfg.label
         self._agent: Agent[Any, Any] = Agent(
             build_model(self.model_cfg),
             output_type=str,
@@ -83,22 +111,48 @@ class ReactAgent:
     def agent(self) -> Agent[Any, Any]:
         return self._agent
 
-    def run_sync(
-        self,
-        prompt: str | Sequence[Any],
-        *,
-        deps: Any = None,
-        output_type: type[T],
-    ) -> T:
+    # -- runs -------------------------------------------------------------------------------
+    def run_sync(self, prompt: str | Sequence[Any], *, deps: Any = None, output_type: type[T]) -> T:
         """Run one REACT loop; the history grows by what the run added.
 
         Raises ``AgentUsageLimitError`` before starting when the lifetime budget is
-        spent, ``RunUsageLimitError`` when the run goes over its own limits.
+        spent, ``RunUsageLimitError`` when the run went over its own limits and could
+        not conclude.
         """
+        self._maybe_compact(deps)
+        try:
+            return self._run(prompt, deps=deps, output_type=output_type, limits=self.run_usage_limits.to_pydantic_ai())
+        except _Breach as breach:
+            error = RunUsageLimitError(f"{self.name}: run limit reached: {breach.cause}")
+            error.__cause__ = breach.cause
+            result: T = self.limit_recovery.handle_limit_exceeded(self, error, breach.history, output_type, deps)
+            return result
+
+    def conclude(self, prompt: str, *, history: list[ModelMessage], output_type: type[T], deps: Any = None) -> T:
+        """One tool-free request through ``output_type`` on ``history`` (limit recovery)."""
+        self.messages = history
+        return self._run(
+            prompt,
+            deps=deps,
+            output_type=output_type,
+            limits=UsageLimits(request_limit=1),
+            capabilities=[NoFunctionTools()],
+        )
+
+    def _run(
+        self,
+        prompt: str | Sequence[Any],
+        *,
+        deps: Any,
+        output_type: type[T],
+        limits: UsageLimits,
+        capabilities: Sequence[Any] = (),
+    ) -> T:
         run_id = uuid.uuid4().hex
         self.budget.start_run(run_id)
         self.current_run_id = run_id
         started = time.time()
+        before = len(self.messages)
         captured: list[ModelMessage] = []
         try:
             with capture_run_messages() as captured:
@@ -108,20 +162,22 @@ class ReactAgent:
                         deps=deps,
                         output_type=output_type,
                         message_history=self.messages,
-                        usage_limits=self.run_usage_limits.to_pydantic_ai(),
+                        usage_limits=limits,
+                        capabilities=list(capabilities) or None,
                     )
                 )
         except UsageLimitExceeded as exc:
-            self._report(captured, run_id, started)
-            raise RunUsageLimitError(f"{self.name}: run limit reached: {exc}") from exc
+            self._report(captured[before:], run_id, started)
+            raise _Breach(exc, list(captured)) from exc
         except BaseException:
-            self._report(captured, run_id, started)
+            self._report(captured[before:], run_id, started)
+            if captured:
+                self.messages = closed_history(captured)
             raise
         finally:
             self.current_run_id = None
-        new = result.new_messages()
         self.messages = result.all_messages()
-        self._report(new, run_id, started)
+        self._report(result.new_messages(), run_id, started)
         return result.output  # type: ignore[no-any-return]
 
     def _report(self, messages: Sequence[ModelMessage], run_id: str, started: float) -> None:
@@ -131,7 +187,8 @@ class ReactAgent:
         duration = (time.time() - started) / len(responses)
         for response in responses:
             usage = response.usage
-            cost = getattr(usage, "cost", None)
+            self._context_size = usage.input_tokens + usage.output_tokens
+            cost = usage.cost
             event = LlmUsageEvent(
                 agent=self.name,
                 role=self.role,
@@ -154,12 +211,32 @@ class ReactAgent:
                     if isinstance(part, ToolCallPart) and not part.tool_name.startswith("final_result"):
                         self.on_tool_call(
                             ToolCallEvent(
-                                agent=self.name,
-                                run_id=run_id,
-                                tool_name=part.tool_name,
-                                args=part.args_as_json_str(),
+                                agent=self.name, run_id=run_id, tool_name=part.tool_name, args=part.args_as_json_str()
                             )
                         )
+
+    # -- history ----------------------------------------------------------------------------
+    def _run_starts(self) -> list[int]:
+        return [
+            i
+            for i, m in enumerate(self.messages)
+            if isinstance(m, ModelRequest) and any(p.part_kind == "user-prompt" for p in m.parts)
+        ]
+
+    def _keep_from(self, cut: int, head: list[ModelMessage]) -> None:
+        kept = self.messages[cut:]
+        if kept and isinstance(kept[0], ModelRequest):
+            # The cut request may also carry the previous run's tool returns (pydantic-ai
+            # merges them): drop those, and keep the system prompt at the head.
+            first = kept[0]
+            parts = [p for p in first.parts if p.part_kind not in ("tool-return", "retry-prompt", "system-prompt")]
+            kept[0] = dataclasses.replace(first, parts=parts)
+        if self.system_prompt:
+            if head and isinstance(head[0], ModelRequest):
+                head[0] = dataclasses.replace(head[0], parts=[SystemPromptPart(self.system_prompt), *head[0].parts])
+            elif kept and isinstance(kept[0], ModelRequest):
+                kept[0] = dataclasses.replace(kept[0], parts=[SystemPromptPart(self.system_prompt), *kept[0].parts])
+        self.messages = [*head, *kept]
 
     def compact_sliding(self, *, keep_runs: int) -> int:
         """Drop whole old runs, keeping the last ``keep_runs``; returns messages removed.
@@ -167,29 +244,64 @@ class ReactAgent:
         A run starts at a request carrying a user prompt, so cutting there never
         separates a tool call from its result.
         """
-        starts = [
-            i
-            for i, m in enumerate(self.messages)
-            if isinstance(m, ModelRequest) and any(p.part_kind == "user-prompt" for p in m.parts)
-        ]
+        starts = self._run_starts()
         if len(starts) <= keep_runs:
             return 0
         cut = starts[-keep_runs] if keep_runs > 0 else len(self.messages)
-        kept = self.messages[cut:]
-        if kept and isinstance(kept[0], ModelRequest):
-            # The cut request may also carry the previous run's tool returns (pydantic-ai
-            # merges them): drop those, and keep the system prompt at the head.
-            first = kept[0]
-            parts = [p for p in first.parts if p.part_kind not in ("tool-return", "retry-prompt", "system-prompt")]
-            head = [SystemPromptPart(self.system_prompt)] if self.system_prompt else []
-            kept[0] = dataclasses.replace(first, parts=[*head, *parts])
-        self.messages = kept
+        self._keep_from(cut, [])
         return cut
+
+    def compact_summarize(self, *, keep_runs: int, deps: Any = None) -> int:
+        """Replace all but the last ``keep_runs`` runs with a summary the model writes."""
+        starts = self._run_starts()
+        if len(starts) <= keep_runs:
+            return 0
+        cut = starts[-keep_runs] if keep_runs > 0 else len(self.messages)
+        old, whole = self.messages[:cut], self.messages
+        self.messages = closed_history(old)
+        try:
+            summary = self._run(
+                SUMMARY_PROMPT,
+                deps=deps,
+                output_type=str,
+                limits=UsageLimits(request_limit=1),
+                capabilities=[NoFunctionTools()],
+            )
+        finally:
+            self.messages = whole
+        head: list[ModelMessage] = [
+            ModelRequest(parts=[UserPromptPart(f"Summary of the earlier conversation:\n{summary}")]),
+            ModelResponse(parts=[TextPart("Noted.")]),
+        ]
+        self._keep_from(cut, head)
+        return cut
+
+    def compact(self, deps: Any = None) -> int:
+        cfg = self.compaction_cfg
+        if cfg.strategy == "summarize":
+            return self.compact_summarize(keep_runs=cfg.keep_last, deps=deps)
+        return self.compact_sliding(keep_runs=cfg.keep_last)
+
+    def _maybe_compact(self, deps: Any) -> None:
+        limit = self.model_cfg.context_length
+        if limit and self._context_size > limit * self.compaction_cfg.trigger_ratio:
+            self.compact(deps)
+            self._context_size = 0
+
+    def clear(self) -> None:
+        """Forget the conversation (the system prompt is sent again on the next run)."""
+        self.messages = []
+        self._context_size = 0
 
     def close(self) -> None:
         """Release the event loop (called when the owning actor stops)."""
         self._finalizer()
 
-    def clear(self) -> None:
-        """Forget the conversation (the system prompt is rebuilt on the next run)."""
-        self.messages = []
+
+class _Breach(Exception):
+    """Internal: a run-tier breach with the history it had reached."""
+
+    def __init__(self, cause: UsageLimitExceeded, history: list[ModelMessage]) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+        self.history = history

@@ -9,7 +9,10 @@ from aklab.tools.commands import (
 )
 from aklab.tools.context import ContextUpdater, ToolState
 from aklab.tools.factory import ToolFactory
+from aklab.tools.mailbox import MailboxTool
+from aklab.tools.planning import PlanningTool
 from aklab.tools.team import TeamTool
+from aklab.tools.workspace import WorkspaceTool
 
 __all__ = [
     "Channel",
@@ -18,9 +21,12 @@ __all__ = [
     "CommandRegistry",
     "CommandsAnnouncedEvent",
     "ContextUpdater",
+    "MailboxTool",
+    "PlanningTool",
     "TeamTool",
     "ToolCard",
     "ToolFactory",
     "ToolHost",
     "ToolState",
+    "WorkspaceTool",
 ]

@@ -9,6 +9,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from aklab.agent import AgentMessage, BaseAgent, RoutingSkippedEvent
 from aklab.core import ActorSystem, ErrorMessage, EventSubscriber, Message
+from aklab.llm import RuntimeConfig
 from aklab.llm.scripted import scripted_model
 from tests.helpers import card, make_team
 
@@ -39,17 +40,22 @@ def test_the_full_relay_on_the_demo_model(system: ActorSystem) -> None:
 
 
 def test_unknown_members_and_forbidden_roles_are_skipped_and_reported(system: ActorSystem) -> None:
-    model = scripted_model(
-        [
-            _send(
-                ("@Nobody", "request", "hello?"),
-                ("Designer", "request", "draw"),  # no card
-                ("QA", "request", "test"),  # card exists but not in routes_to
-                ("@Human", "response", "the part that works"),
-            )
-        ]
+    seen: list[list[ModelMessage]] = []
+    bad = _send(
+        ("@Nobody", "request", "hello?"),
+        ("Designer", "request", "draw"),  # no card
+        ("QA", "request", "test"),  # card exists but not in routes_to
+        ("@Human", "response", "the part that works"),
     )
-    team = make_team(system, [card("Manager", routes_to=["Developer"], model=model), card("QA"), card("Developer")])
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(messages)
+        return scripted_reply(info, bad)  # the model never learns
+
+    team = make_team(
+        system,
+        [card("Manager", routes_to=["Developer"], model=FunctionModel(model)), card("QA"), card("Developer")],
+    )
     events = Events()
     team.orchestrator.subscribe(events)
     manager = team.start("Manager")
@@ -61,6 +67,20 @@ def test_unknown_members_and_forbidden_roles_are_skipped_and_reported(system: Ac
     assert "not a member" in skipped["@Nobody"]
     assert "you may hire: Developer" in skipped["QA"]
     assert [a.role for a in team.orchestrator.get_team()] == ["Human", "Manager"]
+    # while it could retry, the model was told which recipients were wrong and why
+    assert len(seen) == 4  # the first answer and three retries (RuntimeConfig.retries)
+    retry = str(seen[1][-1].parts[-1])
+    assert "@Nobody: @Nobody is not a member of the team" in retry
+    assert "'Designer' is not a role you may hire (you may hire: Developer)" in retry
+
+
+def test_a_model_that_fixes_its_recipients_after_the_retry_is_delivered(system: ActorSystem) -> None:
+    model = scripted_model([_send(("@Humn", "response", "typo")), _send(("@Human", "response", "fixed"))])
+    team = make_team(system, [card("Manager", model=model)])
+    manager = team.start("Manager")
+    team.say(manager, "go")
+    team.settle()
+    assert [m.content for m in team.inbox.messages] == ["fixed"]
 
 
 class RecordingAgent(BaseAgent):
@@ -75,7 +95,10 @@ class RecordingAgent(BaseAgent):
 def test_route_output_reports_whether_anything_was_delivered(system: ActorSystem) -> None:
     RecordingAgent.delivered = []
     model = scripted_model([_send(("@Ghost", "request", "x")), _send(("@Human", "notification", "x"))])
-    team = make_team(system, [card("Manager", model=model, agent_class=RecordingAgent)])
+    team = make_team(
+        system,
+        [card("Manager", model=model, agent_class=RecordingAgent, runtime_cfg=RuntimeConfig(retries=0))],
+    )
     manager = team.start("Manager")
     team.say(manager, "one")
     team.settle()

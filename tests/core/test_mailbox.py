@@ -34,3 +34,15 @@ def test_activity_reaches_idle_only_when_all_work_ended() -> None:
     assert not activity.wait_idle(0.01)
     activity.end()
     assert activity.wait_idle(0.01)
+
+
+def test_arrivals_after_costs_only_the_new_arrivals() -> None:
+    box = Mailbox()
+    for item in ["a", "b"]:
+        box.put(item)
+    seen, seq = box.arrivals_after(0)
+    assert seen == ["a", "b"] and seq == 2
+    box.put("c")
+    assert box.get() == "a"
+    assert box.arrivals_after(seq) == (["c"], 3)
+    assert box.arrivals_after(3) == ([], 3)

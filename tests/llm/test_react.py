@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
 from pydantic import BaseModel
-from pydantic_ai.messages import ModelResponse, ToolCallPart
+from pydantic_ai.exceptions import UsageLimitExceeded
+from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
@@ -18,6 +20,7 @@ from aklab.llm import (
     aggregate_usage,
 )
 from aklab.llm.react import ReactAgent
+from aklab.llm.recovery import LimitRecoveryCapability
 from aklab.llm.scripted import scripted_model
 
 
@@ -80,14 +83,70 @@ def test_the_agent_tier_refuses_a_run_once_the_lifetime_budget_is_spent() -> Non
     assert agent.budget.runs == 2
 
 
-def test_the_run_tier_is_enforced_inside_the_run() -> None:
+def _looping_tool_model(conclusion: dict[str, object] | None) -> FunctionModel:
+    """Calls a tool forever; answers with ``conclusion`` once tools are taken away."""
+
+    def fn(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if not info.function_tools:
+            if conclusion is None:
+                raise RuntimeError("cannot conclude")
+            prompt = messages[-1].parts[-1].content  # type: ignore[union-attr]
+            return ModelResponse(
+                parts=[ToolCallPart(info.output_tools[0].name, json.dumps({**conclusion, "seen": prompt}))]
+            )
+        return ModelResponse(parts=[ToolCallPart("ping", {})], usage=RequestUsage(input_tokens=10, output_tokens=1))
+
+    return FunctionModel(fn)
+
+
+class Concluded(BaseModel):
+    text: str = ""
+    seen: str = ""
+
+
+def ping() -> str:
+    """Ping."""
+    return "pong"
+
+
+def test_a_run_tier_breach_concludes_once_without_tools_and_says_what_is_unfinished() -> None:
     agent, events = _agent(
-        scripted_model([{"text": "a"}], repeat_last=True),
-        run_usage_limits=RunUsageLimits(total_tokens_limit=10),
+        _looping_tool_model({"text": "partial answer"}),
+        run_usage_limits=RunUsageLimits(run_request_limit=3),
+        tools=[ping],
     )
-    with pytest.raises(RunUsageLimitError, match="total_tokens_limit"):
-        agent.run_sync("hi", output_type=Answer)
-    assert len(events) == 1  # the partial usage is kept
+    out = agent.run_sync("work", output_type=Concluded)
+    assert out.text == "partial answer"
+    assert "state explicitly which parts you could not check or finish" in out.seen
+    assert len(events) == 4  # three breached requests and the conclusion, all counted
+
+
+def test_a_failed_conclusion_raises_the_original_breach() -> None:
+    agent, _ = _agent(_looping_tool_model(None), run_usage_limits=RunUsageLimits(run_request_limit=2), tools=[ping])
+    with pytest.raises(RunUsageLimitError, match="request_limit of 2") as caught:
+        agent.run_sync("work", output_type=Concluded)
+    assert isinstance(caught.value.__cause__, UsageLimitExceeded)
+
+
+def test_recovery_can_be_turned_off() -> None:
+    agent, _ = _agent(
+        _looping_tool_model({"text": "x"}),
+        run_usage_limits=RunUsageLimits(run_request_limit=2),
+        tools=[ping],
+        limit_recovery=LimitRecoveryCapability(enabled=False),
+    )
+    with pytest.raises(RunUsageLimitError):
+        agent.run_sync("work", output_type=Concluded)
+
+
+def test_a_failed_run_keeps_its_usage_and_the_prompt_in_the_history() -> None:
+    def broken(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        raise ConnectionError("down")
+
+    agent, _ = _agent(FunctionModel(broken))
+    with pytest.raises(ConnectionError):
+        agent.run_sync("remember me", output_type=Answer)
+    assert [p.part_kind for m in agent.messages for p in m.parts if p.part_kind != "system-prompt"] == ["user-prompt"]
 
 
 def test_compaction_drops_whole_old_runs() -> None:

@@ -1,0 +1,10 @@
+"""Capabilities the agent wires into every run itself (not contributed by cards)."""
+
+from aklab.agent.capabilities.mailbox import (
+    MailboxCapability,
+    RunInterruptedError,
+    is_cancel,
+    render_arrival_notice,
+)
+
+__all__ = ["MailboxCapability", "RunInterruptedError", "is_cancel", "render_arrival_notice"]

@@ -1,0 +1,45 @@
+"""MailboxTool: the operator's ``/stop`` and the model's ``read_mailbox``.
+
+The card only offers the two surfaces. What they do mid-run (purging cancels, absorbing
+the message the model named) is the agent's ``MailboxCapability``, which every agent
+carries whether or not it has this card, so every run can be stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from aklab.tools.card import ToolCard, ToolHost
+
+__all__ = ["NO_RUN_TO_CANCEL", "MailboxTool"]
+
+NO_RUN_TO_CANCEL = "There is no run to cancel."
+
+
+class MailboxTool(ToolCard):
+    name: str = "MailboxTool"
+    description: str = "Stop the current run; read a message that arrived during it."
+    read_mailbox: bool = True
+    """Offer the model ``read_mailbox`` and announce mail that arrives mid-run."""
+    mailbox_preview_handlers: list[str] | None = None
+    """Message classes (by name) whose handlers may absorb mail mid-run. None: all; []: none."""
+
+    def get_tools(self, host: ToolHost) -> list[Callable[..., Any]]:
+        if not self.read_mailbox:
+            return []
+
+        def read_mailbox(message_id: str) -> str:
+            """Take on now the waiting message with this id (from the arrival notice)."""
+            return f"Acknowledged {message_id}."
+
+        return [read_mailbox]
+
+    def get_commands(self, host: ToolHost) -> list[Callable[..., Any]]:
+        def stop() -> str:
+            """Cancel the current run."""
+            # Mid-run, a /stop is purged by the agent's cancel hook before it could be
+            # dispatched; reaching this command therefore proves nothing is running.
+            return NO_RUN_TO_CANCEL
+
+        return [stop]
