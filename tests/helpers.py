@@ -11,7 +11,7 @@ from aklab.llm import ModelConfig, PromptTemplate
 
 
 def card(role: str, *, routes_to: list[str] | None = None, model: Any = None, **config: Any) -> AgentCard:
-    model_cfg = ModelConfig(model=model) if model is not None else ModelConfig()
+    model_cfg = config.pop("model_cfg", None) or (ModelConfig(model=model) if model is not None else ModelConfig())
     return AgentCard(
         description=f"{role} of the test team",
         agent_class=config.pop("agent_class", BaseAgent),

@@ -28,7 +28,7 @@ from aklab.agent.utils import resolve_recipient
 from aklab.core import ActorAddress, AgentCard, Akgent, CancelMessage, Message, Orchestrator
 from aklab.errors import AklabError, ModelError, RoutingError
 from aklab.llm import AgentUsageSummary, LlmUsageEvent, aggregate_usage
-from aklab.tools import CommandNotRecognized, CommandsAnnouncedEvent, TeamTool, ToolCard, ToolFactory
+from aklab.tools import CommandDescriptor, CommandNotRecognized, CommandsAnnouncedEvent, TeamTool, ToolCard, ToolFactory
 from aklab.tools.context import markers_in
 from aklab.tools.mailbox import NO_RUN_TO_CANCEL, MailboxTool
 
@@ -188,6 +188,7 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         A cancelled run ends here: the human is told once, and a default ``output_type()``
         is returned (or the interruption re-raised if the type has required fields).
         """
+        self._react_agent.maybe_compact(deps=self)
         prompt: list[Any] = [*self._pending_notes]
         self._pending_notes.clear()
         block = self._deliver_context_update()
@@ -273,6 +274,17 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
             OperatorActionEvent(agent=self.config.name, operator=operator, command=message.content, result=result)
         )
         return True
+
+    def run_command(self, text: str) -> str | None:
+        """The registry's text surface, for code holding a proxy: ``"/team_members"``."""
+        return self._command_registry.dispatch(text)
+
+    def call_command(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """The registry's typed surface: the command's native return value."""
+        return self._command_registry.callable(name)(*args, **kwargs)
+
+    def commands(self) -> list[CommandDescriptor]:
+        return self._command_registry.descriptors()
 
     def clear(self) -> str:
         """Forget the conversation; the next context update is a full snapshot (block 1)."""

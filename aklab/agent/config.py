@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import Field, SerializeAsAny
+import warnings
+from typing import Any
+
+from pydantic import Field, SerializeAsAny, model_validator
 
 from aklab.core import BaseConfig, BaseState
 from aklab.llm import (
@@ -31,6 +34,27 @@ class AgentConfig(BaseConfig):
     commands_from_agents: bool = False
     """Obey ``/commands`` from other agents too. Off: only a human (a UserProxy) may
     command an agent, so a model cannot fire members by writing ``/fire_member``."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _migrate_usage_limits(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or "usage_limits" not in data:
+            return data
+        if "run_usage_limits" in data:
+            raise ValueError("pass run_usage_limits only: usage_limits is its deprecated name, and both were given")
+        warnings.warn(
+            "AgentConfig(usage_limits=...) is deprecated: use run_usage_limits=RunUsageLimits(...)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        data = dict(data)
+        data["run_usage_limits"] = data.pop("usage_limits")
+        return data
+
+    @property
+    def usage_limits(self) -> RunUsageLimits:
+        """Deprecated: the run tier, ``run_usage_limits``."""
+        return self.run_usage_limits
 
 
 class AgentState(BaseState):

@@ -8,6 +8,7 @@ from aklab.llm.limits import (
     RunUsageLimitError,
     RunUsageLimits,
     UsageLimitError,
+    UsageLimits,
 )
 from aklab.llm.usage import (
     AgentUsageSummary,
@@ -42,6 +43,7 @@ __all__ = [
     "RuntimeConfig",
     "ToolCallEvent",
     "UsageLimitError",
+    "UsageLimits",
     "UsageTotals",
     "aggregate_usage",
 ]

@@ -14,15 +14,16 @@ The run tier is enforced by pydantic-ai inside each run; the agent tier is check
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from aklab.errors import AklabError
 
 if TYPE_CHECKING:
-    from pydantic_ai.usage import UsageLimits
+    from pydantic_ai import usage as pai_usage
 
     from aklab.llm.usage import LlmUsageEvent
 
@@ -33,6 +34,7 @@ __all__ = [
     "RunUsageLimitError",
     "RunUsageLimits",
     "UsageLimitError",
+    "UsageLimits",
 ]
 
 
@@ -57,16 +59,33 @@ class RunUsageLimits(BaseModel):
     output_tokens_limit: int | None = None
     total_tokens_limit: int | None = None
 
-    def to_pydantic_ai(self) -> UsageLimits:
-        from pydantic_ai.usage import UsageLimits
+    def to_pydantic_ai(self) -> pai_usage.UsageLimits:
+        from pydantic_ai.usage import UsageLimits as PaiUsageLimits
 
-        return UsageLimits(
+        return PaiUsageLimits(
             request_limit=self.run_request_limit,
             tool_calls_limit=self.tool_calls_limit,
             input_tokens_limit=self.input_tokens_limit,
             output_tokens_limit=self.output_tokens_limit,
             total_tokens_limit=self.total_tokens_limit,
         )
+
+
+class UsageLimits(RunUsageLimits):
+    """Deprecated: the pre-split name of the run tier. Use ``RunUsageLimits``.
+
+    Accepts the old field name ``request_limit`` for ``run_request_limit``.
+    """
+
+    def __init__(self, **data: Any) -> None:
+        warnings.warn(
+            "UsageLimits is deprecated: use RunUsageLimits (request_limit is now run_request_limit)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        if "request_limit" in data:
+            data["run_request_limit"] = data.pop("request_limit")
+        super().__init__(**data)
 
 
 class AgentUsageLimits(BaseModel):

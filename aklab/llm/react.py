@@ -8,8 +8,8 @@ pydantic-ai ``Agent`` is built once; the output type is chosen per run.
   history keeps the run's closed prefix (the prompt and any finished steps), so the
   agent still knows what it was asked.
 - A run-tier breach goes to ``LimitRecoveryCapability`` (one tool-free conclusion).
-- With ``ModelConfig.context_length`` set, the history is compacted before a run that
-  would start above ``CompactionConfig.trigger_ratio`` of it (the size is the last
+- With ``ModelConfig.context_length`` set, ``maybe_compact()`` compacts the history when
+  the last request passed ``CompactionConfig.trigger_ratio`` of it (the size is that
   request's input plus output tokens: O(1), no re-count of the history).
 """
 
@@ -119,7 +119,6 @@ class ReactAgent:
         spent, ``RunUsageLimitError`` when the run went over its own limits and could
         not conclude.
         """
-        self._maybe_compact(deps)
         try:
             return self._run(prompt, deps=deps, output_type=output_type, limits=self.run_usage_limits.to_pydantic_ai())
         except _Breach as breach:
@@ -282,11 +281,17 @@ class ReactAgent:
             return self.compact_summarize(keep_runs=cfg.keep_last, deps=deps)
         return self.compact_sliding(keep_runs=cfg.keep_last)
 
-    def _maybe_compact(self, deps: Any) -> None:
+    def maybe_compact(self, deps: Any = None) -> int:
+        """Compact if the last request filled the context past the trigger; messages removed.
+
+        Call it before composing the next prompt, so that what the prompt relies on
+        (e.g. context-update markers) is judged against the compacted history.
+        """
         limit = self.model_cfg.context_length
-        if limit and self._context_size > limit * self.compaction_cfg.trigger_ratio:
-            self.compact(deps)
-            self._context_size = 0
+        if not limit or self._context_size <= limit * self.compaction_cfg.trigger_ratio:
+            return 0
+        self._context_size = 0
+        return self.compact(deps)
 
     def clear(self) -> None:
         """Forget the conversation (the system prompt is sent again on the next run)."""

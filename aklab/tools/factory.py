@@ -1,15 +1,39 @@
-"""ToolFactory: binds cards to their host once and serves each channel."""
+"""ToolFactory: binds cards to their host once and serves each channel.
+
+Tool functions are wrapped so that a ``ValueError`` or an ``AklabError`` (the way cards
+report bad arguments: unknown id, path outside the workspace, ...) reaches the model as a
+retry prompt it can act on, instead of failing the whole run.
+"""
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from pydantic_ai import ModelRetry
+
+from aklab.errors import AklabError
 from aklab.tools.card import ToolCard, ToolHost
 from aklab.tools.commands import CommandRegistry
 from aklab.tools.context import ContextUpdater, ToolState
 
 __all__ = ["ToolFactory"]
+
+
+def _model_facing(tool: Callable[..., Any]) -> Callable[..., Any]:
+    if not inspect.isfunction(tool):
+        return tool  # a ready pydantic-ai Tool: its author decides
+
+    @functools.wraps(tool)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return tool(*args, **kwargs)
+        except (ValueError, AklabError) as exc:
+            raise ModelRetry(str(exc)) from exc
+
+    return call
 
 
 class ToolFactory:
@@ -18,7 +42,7 @@ class ToolFactory:
         self.host = host
 
     def get_tools(self) -> list[Callable[..., Any]]:
-        return [tool for card in self.cards for tool in card.get_tools(self.host)]
+        return [_model_facing(tool) for card in self.cards for tool in card.get_tools(self.host)]
 
     def get_system_prompts(self) -> list[str]:
         return [text for card in self.cards for text in card.get_system_prompts(self.host)]
