@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from aklab.agent import AgentMessage, ContextUpdateEvent
+from aklab.agent import AgentBusyEvent, AgentMessage, ContextUpdateEvent
 from aklab.core import ErrorMessage, EventMessage, EventSubscriber, Message, SentMessage
 from aklab.llm import LlmUsageEvent
 
@@ -30,6 +30,7 @@ class TeamRecorder(EventSubscriber):
         self.errors: list[ErrorMessage] = []
         self.context_updates: list[ContextUpdateEvent] = []
         self.listeners: list[Callable[[Message], Any]] = []
+        self.busy: set[str] = set()
 
     def on_message(self, message: Message) -> None:
         if isinstance(message, SentMessage):
@@ -41,6 +42,11 @@ class TeamRecorder(EventSubscriber):
                 self.usage.append(event)
             elif isinstance(event, ContextUpdateEvent):
                 self.context_updates.append(event)
+            elif isinstance(event, AgentBusyEvent):
+                if event.busy:
+                    self.busy.add(event.agent)
+                else:
+                    self.busy.discard(event.agent)
         elif isinstance(message, ErrorMessage):
             self.errors.append(message)
         for listener in tuple(self.listeners):

@@ -3,34 +3,55 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aklab.agent import AgentMessage, HumanProxy
-from aklab.core import ActorAddress, ActorSystem, BaseConfig, Orchestrator
+from aklab.agent import AgentMessage, ContextUpdateEvent, HumanProxy
+from aklab.core import ActorAddress, ActorSystem, BaseConfig, CancelMessage, Orchestrator
 from aklab.errors import AklabError, ConfigError, RoutingError
 from aklab.lab.frames import usage_frame
 from aklab.lab.recorder import TeamRecorder
-from aklab.lab.teams import TeamSpec, builtin_team
+from aklab.lab.teams import BUILTIN_TEAMS, TeamSpec, builtin_team
+from aklab.llm import ModelConfig
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["AskTimeout", "Lab"]
+__all__ = ["DEFAULT_TIMEOUT", "AskTimeout", "Lab", "format_message", "resolve_team"]
 
 log = logging.getLogger("aklab.lab")
 
 DEFAULT_TIMEOUT = 300.0
+#: How long an interrupted ask waits for the cancelled runs to end.
+INTERRUPT_GRACE = 30.0
 
 
 class AskTimeout(AklabError):
     """The team was still working when ``ask`` stopped waiting."""
 
 
+def resolve_team(team: str | Path | TeamSpec) -> TeamSpec:
+    """A built-in team name, a team file path, or a ready spec."""
+    if isinstance(team, TeamSpec):
+        return team
+    if isinstance(team, str) and team in BUILTIN_TEAMS:
+        return builtin_team(team)
+    path = Path(team)
+    if path.suffix in (".toml", ".yaml", ".yml") or path.exists():
+        from aklab.lab.teamfile import load_team_file
+
+        return load_team_file(path)
+    return builtin_team(str(team))  # raises with the list of built-in names
+
+
 class Lab:
     """A running team with a human seat, a recorder, and plain methods for everything."""
 
-    def __init__(self, team: str | TeamSpec = "dev-team") -> None:
-        self.spec = builtin_team(team) if isinstance(team, str) else team
+    def __init__(self, team: str | Path | TeamSpec = "dev-team", *, model: str | ModelConfig | None = None) -> None:
+        spec = resolve_team(team)
+        if model is not None:
+            spec = spec.with_model(ModelConfig.parse(model) if isinstance(model, str) else model)
+        self.spec = spec
         self.system = ActorSystem()
         self.recorder = TeamRecorder()
         orchestrator = self.system.createActor(Orchestrator, BaseConfig(name="@Orchestrator", role="Orchestrator"))
@@ -73,13 +94,37 @@ class Lab:
         return self.system.wait_idle(timeout)
 
     def ask(self, text: str, *, to: str | None = None, timeout: float | None = DEFAULT_TIMEOUT) -> list[AgentMessage]:
-        """Send ``text`` from @Human, wait until the team is quiet, return what reached the human."""
+        """Send ``text`` from @Human, wait until the team is quiet, return what reached the human.
+
+        An interrupt while waiting (Ctrl-C, the notebook's stop button) cancels the runs
+        in flight, waits for them to end, and re-raises ``KeyboardInterrupt``; what
+        arrived stays in ``lab.replies()`` and the usage so far is kept.
+        """
         start = self.send(text, to=to)
-        if not self.wait(timeout):
+        try:
+            done = self.wait(timeout)
+        except KeyboardInterrupt:
+            self.interrupt()
+            raise
+        if not done:
             raise AskTimeout(
-                f"the team is still working after {timeout:g}s; its replies keep arriving in lab.replies()"
+                f"the team is still working after {timeout:g}s; replies keep arriving in lab.replies(), "
+                "and lab.stop() cancels"
             )
         return self.inbox.messages[start:]
+
+    def interrupt(self) -> list[str]:
+        """Cancel every run in flight and wait (bounded) for the team to settle."""
+        stopped = self.stop()
+        self.wait(INTERRUPT_GRACE)
+        return stopped
+
+    def stop(self, agent: str | None = None) -> list[str]:
+        """Cancel the run of ``agent``, or of every busy agent; returns whom it told."""
+        targets = [self.member(agent)] if agent else [a for a in self.team() if a.name in self.recorder.busy]
+        for target in targets:
+            self.system.tell(target, CancelMessage(recipient=target))
+        return [t.name for t in targets]
 
     def replies(self) -> list[AgentMessage]:
         return self.inbox.messages
@@ -88,8 +133,26 @@ class Lab:
     def team(self) -> list[ActorAddress]:
         return list(self.orchestrator.get_team())
 
-    def transcript(self) -> list[AgentMessage]:
-        return [m.message for m in self.recorder.transcript if isinstance(m.message, AgentMessage)]
+    def busy(self) -> list[str]:
+        return sorted(self.recorder.busy)
+
+    def transcript(self, agent: str | None = None) -> list[AgentMessage]:
+        """Every message sent in the team, or only those ``agent`` sent or received."""
+        messages = [m.message for m in self.recorder.transcript if isinstance(m.message, AgentMessage)]
+        if agent is None:
+            return messages
+        name = agent if agent.startswith("@") else f"@{agent}"
+        return [
+            m for m in messages if name in (m.sender.name if m.sender else "", m.recipient.name if m.recipient else "")
+        ]
+
+    def context(self, agent: str | None = None) -> list[ContextUpdateEvent]:
+        """The context-update blocks delivered (to ``agent`` only, if given)."""
+        updates = list(self.recorder.context_updates)
+        if agent is None:
+            return updates
+        name = agent if agent.startswith("@") else f"@{agent}"
+        return [u for u in updates if u.agent == name]
 
     def usage(self, by: str = "agent") -> pd.DataFrame:
         """Tokens and cost as a DataFrame: by agent (default), run, model or request."""
@@ -100,6 +163,21 @@ class Lab:
             f"{e.sender.name if e.sender else '?'}: {e.exception_type}: {e.exception_value}"
             for e in self.recorder.errors
         ]
+
+    def status(self) -> str:
+        """A few lines: team, entry agent, members (busy ones marked), models, totals."""
+        members = self.team()
+        busy = self.recorder.busy
+        lines = [
+            f"team {self.spec.name!r}, entry {self.entry.name}",
+            "members: " + ", ".join(f"{a.name}{' (busy)' if a.name in busy else ''}" for a in members),
+            "models: "
+            + ", ".join(sorted({c.config.model_cfg.label for c in self.spec.cards if hasattr(c.config, "model_cfg")})),
+        ]
+        usage = self.recorder.usage
+        tokens = sum(e.input_tokens + e.output_tokens for e in usage)
+        lines.append(f"usage: {len(usage)} requests, {tokens} tokens")
+        return "\n".join(lines)
 
     def close(self) -> None:
         self.system.shutdown()

@@ -1,0 +1,153 @@
+"""Dashboard (the four panels in a Tab) and ``attach_panels``: wiring to a Lab.
+
+``attach_panels`` must neither lose a record nor show one twice, although the team may
+be running while it replays what the recorder already holds. So it subscribes first,
+with a gate that buffers live records; then copies the recorder's lists and replays
+them; then opens the gate, dropping buffered records that the copies already held
+(the recorder appends a record before it calls its listeners, so the same object can be
+in both). Roster rows come from ``lab.team()``; joining is idempotent, so a buffered
+``StartMessage`` for a known member changes nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from aklab.core import EventMessage, Message
+from aklab.errors import ConfigError
+from aklab.lab.panels._context import ContextPanel
+from aklab.lab.panels._hub import Panel, PanelHub, close_widget, widget_bundle
+from aklab.lab.panels._roster import RosterPanel
+from aklab.lab.panels._transcript import TranscriptPanel
+from aklab.lab.panels._usage import UsagePanel
+
+if TYPE_CHECKING:
+    from aklab.lab.session import Lab
+
+__all__ = ["Dashboard", "attach_panels"]
+
+T = TypeVar("T")
+
+
+class Dashboard:
+    """Roster, transcript, context and usage panels sharing one hub, shown as tabs."""
+
+    def __init__(
+        self,
+        hub: PanelHub | None = None,
+        *,
+        transcript_limit: int = 500,
+        usage_every: int = 5,
+    ) -> None:
+        import ipywidgets as widgets
+
+        self.hub = hub if hub is not None else PanelHub()
+        self.roster = RosterPanel(self.hub)
+        self.transcript = TranscriptPanel(self.hub, limit=transcript_limit)
+        self.context = ContextPanel(self.hub)
+        self.usage = UsagePanel(self.hub, every=usage_every)
+        self.panels: dict[str, Panel[Any]] = {
+            "roster": self.roster,
+            "transcript": self.transcript,
+            "context": self.context,
+            "usage": self.usage,
+        }
+        self.widget: Any = widgets.Tab(
+            children=[p.widget for p in self.panels.values()],
+            titles=[p.title for p in self.panels.values()],
+        )
+        self._detach: list[Any] = []
+
+    def panel(self, name: str) -> Panel[Any]:
+        """One panel by name: roster, transcript, context or usage."""
+        try:
+            return self.panels[name.lower()]
+        except KeyError:
+            raise ConfigError(f"no panel {name!r}; choose {', '.join(self.panels)}") from None
+
+    def feed(self, record: Message) -> None:
+        self.hub.feed(record)
+
+    def flush(self) -> None:
+        self.hub.flush()
+
+    def detach(self) -> None:
+        """Stop listening to the lab (the panels keep what they show)."""
+        while self._detach:
+            self._detach.pop()()
+
+    def close(self) -> None:
+        """Stop listening and close every widget (and its comm)."""
+        self.detach()
+        close_widget(self.widget)
+
+    def __repr__(self) -> str:
+        return f"<Dashboard: {', '.join(self.panels)}>"
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        self.hub.flush()
+        return widget_bundle(self.widget, repr(self))
+
+
+class _Gate:
+    """A recorder listener that buffers records until the replay is done."""
+
+    def __init__(self, hub: PanelHub) -> None:
+        self.hub = hub
+        self._lock = threading.Lock()
+        self._buffer: list[Message] | None = []
+
+    def __call__(self, record: Message) -> None:
+        with self._lock:
+            if self._buffer is not None:
+                self._buffer.append(record)
+                return
+        self.hub.feed(record)
+
+    def open(self, seen: set[int]) -> None:
+        """Feed buffered records not in ``seen`` (ids of replayed objects), then go live."""
+        with self._lock:
+            buffered, self._buffer = self._buffer or [], None
+            for record in buffered:
+                if _identity(record) not in seen:
+                    self.hub.feed(record)
+
+
+def _identity(record: Message) -> int:
+    # What the recorder stores for this record: the event for an EventMessage, else itself.
+    return id(record.event) if isinstance(record, EventMessage) else id(record)
+
+
+def _copy(items: Iterable[T]) -> list[T]:
+    # The recorder appends from another thread; a deque refuses to be iterated while it
+    # changes, so retry (the copy is a single C call and almost never races).
+    while True:
+        try:
+            return list(items)
+        except RuntimeError:
+            continue
+
+
+def attach_panels(lab: Lab, dashboard: Dashboard | None = None) -> Dashboard:
+    """A Dashboard that shows what ``lab`` already recorded and follows it live."""
+    board = dashboard if dashboard is not None else Dashboard()
+    recorder = lab.recorder
+    gate = _Gate(board.hub)
+    recorder.listeners.append(gate)
+    board._detach.append(lambda: recorder.listeners.remove(gate) if gate in recorder.listeners else None)
+
+    members = lab.team()
+    transcript = _copy(recorder.transcript)
+    errors = _copy(recorder.errors)
+    events: list[Any] = [*_copy(recorder.context_updates), *_copy(recorder.usage)]
+    with board.hub.batched():
+        for member in members:
+            board.roster.model.join(member.name, member.role)
+        for record in [*transcript, *errors]:
+            board.hub.feed(record)
+        for event in events:
+            board.hub.feed(EventMessage(event=event))
+        gate.open({id(item) for item in [*transcript, *errors, *events]})
+    return board
