@@ -17,6 +17,8 @@ from aklab.llm import ModelConfig
 if TYPE_CHECKING:
     import pandas as pd
 
+    from aklab.lab.panels import Dashboard, Panel
+
 __all__ = ["DEFAULT_TIMEOUT", "AskTimeout", "Lab", "format_message", "resolve_team"]
 
 log = logging.getLogger("aklab.lab")
@@ -52,6 +54,7 @@ class Lab:
         if model is not None:
             spec = spec.with_model(ModelConfig.parse(model) if isinstance(model, str) else model)
         self.spec = spec
+        self._dashboard: Dashboard | None = None
         self.system = ActorSystem()
         self.recorder = TeamRecorder()
         orchestrator = self.system.createActor(Orchestrator, BaseConfig(name="@Orchestrator", role="Orchestrator"))
@@ -179,7 +182,22 @@ class Lab:
         lines.append(f"usage: {len(usage)} requests, {tokens} tokens")
         return "\n".join(lines)
 
+    def dashboard(self) -> Dashboard:
+        """Live panels (roster, transcript, context, usage) in tabs; one per lab, reused."""
+        if self._dashboard is None:
+            from aklab.lab.panels import attach_panels
+
+            self._dashboard = attach_panels(self)
+        return self._dashboard
+
+    def panel(self, name: str) -> Panel[Any]:
+        """One live panel: ``roster``, ``transcript``, ``context`` or ``usage``."""
+        return self.dashboard().panel(name)
+
     def close(self) -> None:
+        if self._dashboard is not None:
+            self._dashboard.close()
+            self._dashboard = None
         self.system.shutdown()
 
     def __enter__(self) -> Lab:

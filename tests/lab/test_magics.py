@@ -1,15 +1,26 @@
-"""The magics, in a real IPython shell."""
+"""Every magic, in a real IPython shell."""
 
 from __future__ import annotations
 
+import json
+import threading
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
+from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from aklab.lab import set_lab
-from aklab.lab.magics import UsageError, parse_ask, parse_usage
+from aklab.agent import AgentBusyEvent
+from aklab.core import EventMessage, Message
+from aklab.lab import get_lab, set_lab
+from aklab.lab.magics import UsageError, parse_aklab, parse_ask, parse_member, parse_usage
+from aklab.lab.session import Lab
+from aklab.lab.teams import TeamSpec
+from tests.helpers import card
 
 
 @pytest.fixture
@@ -20,36 +31,124 @@ def shell() -> Iterator[InteractiveShell]:
     set_lab(None)
 
 
-def test_ask_then_usage_in_a_shell(shell: InteractiveShell, capsys: pytest.CaptureFixture[str]) -> None:
-    shell.run_cell("%%ask\nPlan the next sprint.\n")
-    out = capsys.readouterr().out
+def run(shell: InteractiveShell, capsys: pytest.CaptureFixture[str], source: str) -> tuple[Any, str]:
+    result = shell.run_cell(source)
+    return result.result, capsys.readouterr().out
+
+
+def test_ask_then_usage(shell: InteractiveShell, capsys: pytest.CaptureFixture[str]) -> None:
+    _, out = run(shell, capsys, "%%ask\nPlan the next sprint.\n")
     assert out.startswith("@Manager → @Human (response):\nHere is what @Developer came back with")
-    result = shell.run_cell("%usage")
-    assert isinstance(result.result, pd.DataFrame)
-    assert list(result.result["agent"]) == ["@Manager", "@Developer"]
-    by_model = shell.run_cell("%usage --by model").result
+    frame, _ = run(shell, capsys, "%usage")
+    assert isinstance(frame, pd.DataFrame) and list(frame["agent"]) == ["@Manager", "@Developer"]
+    by_model, _ = run(shell, capsys, "%usage --by model")
     assert list(by_model["model"]) == ["aklab-demo"]
+    live, _ = run(shell, capsys, "%usage --live")
+    assert repr(live) == "<UsagePanel: 3 requests by 2 agents>"
+
+
+def test_ask_expands_variables_and_stores_the_replies(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shell.user_ns["page"] = "the login page"
+    run(shell, capsys, "%%ask --out answers\nPlan {page}.\n")
+    answers = shell.user_ns["answers"]
+    assert len(answers) == 1 and 'on "Plan the login page."' in answers[0].content
 
 
 def test_ask_can_address_a_member_and_errors_are_one_line(
     shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    shell.run_cell("%%ask @Ghost\nhello\n")
-    assert capsys.readouterr().out == "aklab: no team member @Ghost; members: @Human, @Manager\n"
-    shell.run_cell("%%ask --timeout soon\nhello\n")
-    out = capsys.readouterr().out
+    _, out = run(shell, capsys, "%%ask @Ghost\nhello\n")
+    assert out == "aklab: no team member @Ghost; members: @Human, @Manager\n"
+    _, out = run(shell, capsys, "%%ask --timeout soon\nhello\n")
     assert out.startswith("aklab: argument --timeout: invalid float value: 'soon'\nusage: %%ask")
+    _, out = run(shell, capsys, "%%ask\n   \n")
+    assert out == "aklab: nothing to ask: the message is empty\n"
 
 
 def test_bad_usage_arguments_print_the_usage(shell: InteractiveShell, capsys: pytest.CaptureFixture[str]) -> None:
-    assert shell.run_cell("%usage --by day").result is None
-    assert "usage: %usage [--by {agent,run,model,request}]" in capsys.readouterr().out
+    result, out = run(shell, capsys, "%usage --by day")
+    assert result is None and "usage: %usage [--by {agent,run,model,request}] [--live]" in out
+
+
+def test_status_team_transcript_and_context(shell: InteractiveShell, capsys: pytest.CaptureFixture[str]) -> None:
+    _, out = run(shell, capsys, "%aklab")
+    assert out.startswith("team 'dev-team', entry @Manager\nmembers: @Human, @Manager\nmodels: demo:aklab-demo")
+    run(shell, capsys, "%%ask\nShip it.\n")
+    _, out = run(shell, capsys, "%team")
+    assert out == "@Human (Human)\n@Manager (Manager)\n@Developer (Developer)\n"
+    _, out = run(shell, capsys, "%transcript @Developer")
+    assert out.splitlines() == [
+        "@Manager → @Developer (request): Ship it.",
+        '@Developer → @Manager (response): Developer result for "Ship it.":',
+    ]
+    _, out = run(shell, capsys, "%context @Developer")
+    assert out.startswith("── @Developer\n**Context update 1** — current state.")
+    _, out = run(shell, capsys, "%context @Nobody")
+    assert out == "(no context updates yet)\n"
+    _, out = run(shell, capsys, "%transcript Developer")
+    assert out.startswith("aklab: expected @Member")
+
+
+def test_switching_team_and_model(shell: InteractiveShell, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    team_file = tmp_path / "solo.toml"
+    team_file.write_text('name = "solo"\nentry = "Writer"\n[[roles]]\nrole = "Writer"\nprompt = "You are a Writer."\n')
+    _, out = run(shell, capsys, f"%aklab team {team_file}")
+    assert out.startswith("team 'solo', entry @Writer\nmembers: @Human, @Writer")
+    _, out = run(shell, capsys, "%aklab model demo:demo-large")
+    assert "models: demo:demo-large" in out
+    _, out = run(shell, capsys, "%%ask\nWrite a haiku.\n")
+    assert out.startswith('@Writer → @Human (response):\nWriter result for "Write a haiku."')
+    _, out = run(shell, capsys, "%aklab team nowhere")
+    assert out == "aklab: no built-in team 'nowhere'; choose one of: dev-team\n"
+    _, out = run(shell, capsys, "%aklab model gpt")
+    assert out.startswith("aklab: model spec 'gpt' must look like 'provider:model'")
+    _, out = run(shell, capsys, "%aklab frobnicate")
+    assert "usage: %aklab [team NAME|PATH | model provider:model | dashboard]" in out
+
+
+def test_a_background_ask_can_be_stopped(shell: InteractiveShell, capsys: pytest.CaptureFixture[str]) -> None:
+    release = threading.Event()
+
+    async def slow(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        release.wait(10)
+        args = {"messages": [{"recipient": "@Human", "message_type": "response", "message": "too late"}]}
+        return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, json.dumps(args))])
+
+    set_lab(Lab(TeamSpec("slow", [card("Worker", model=FunctionModel(slow))], "Worker")))
+    lab = get_lab()
+    busy = threading.Event()
+
+    def on_record(record: Message) -> None:
+        if isinstance(record, EventMessage) and isinstance(record.event, AgentBusyEvent) and record.event.busy:
+            busy.set()
+
+    lab.recorder.listeners.append(on_record)
+    _, out = run(shell, capsys, "%%ask --bg --out pending\nwork\n")
+    assert out == "Sent to @Worker; the team works in the background. %stop cancels.\n"
+    assert busy.wait(10)
+    _, out = run(shell, capsys, "%stop")
+    assert out == "Cancelling the run of @Worker.\n"
+    release.set()
+    replies = shell.user_ns["pending"].wait(10)
+    assert [r.content for r in replies] == ["Run interrupted. (@Worker)"]
+    _, out = run(shell, capsys, "%stop")
+    assert out == "Nothing is running.\n"
+    _, out = run(shell, capsys, "%stop @Ghost")
+    assert out.startswith("aklab: no team member @Ghost")
 
 
 def test_argument_parsing_is_separate_from_the_work() -> None:
-    args = parse_ask("@Developer --timeout 5")
-    assert (args.agent, args.timeout) == ("@Developer", 5.0)
+    args = parse_ask("@Developer --timeout 5 --bg --out x")
+    assert (args.agent, args.timeout, args.bg, args.out) == ("@Developer", 5.0, True, "x")
     assert parse_ask("").agent is None
-    assert parse_usage("--by run") == "run"
+    assert parse_usage("--by run --live") == ("run", True)
+    assert parse_member("@A", "%stop") == "@A" and parse_member("", "%stop") is None
+    assert parse_aklab("") == ("status", None) and parse_aklab("team x.toml") == ("team", "x.toml")
     with pytest.raises(UsageError, match="expected @Member"):
         parse_ask("Developer")
+    with pytest.raises(UsageError, match="--out needs a variable name"):
+        parse_ask("--out 1x")
+    with pytest.raises(UsageError, match="positive"):
+        parse_ask("--timeout 0")
