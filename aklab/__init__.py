@@ -7,9 +7,14 @@ The library underneath: ``aklab.core`` (actors), ``aklab.llm`` (models),
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from aklab.errors import AklabError
+
+# A library does not configure logging: without this, actor-thread warnings would land
+# on stderr (and in notebook cells) through logging's last-resort handler.
+logging.getLogger("aklab").addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
 __all__ = ["AklabError", "__version__", "load_ipython_extension"]

@@ -31,7 +31,7 @@ class AgentLike(Protocol):
 
 def escalate_usage_limit(agent: AgentLike, error: UsageLimitError) -> WarningError:
     agent.notify_human(f"{agent.name} stopped: {error}")
-    return WarningError(f"{agent.name}: {error}")
+    return WarningError(str(error))
 
 
 def guard_usage_limits() -> Callable[[F], F]:

@@ -155,7 +155,8 @@ class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
         return handler
 
     def _report_error(self, exc: Exception, message: Message | None) -> None:
-        log.error("%s failed handling %s: %s", self.config.name, message, exc, exc_info=exc)
+        kind = type(message).__name__ if message is not None else "a call"
+        log.error("%s failed handling %s: %s", self.config.name, kind, exc, exc_info=exc)
         self._notify(
             ErrorMessage(
                 exception_type=type(exc).__name__,

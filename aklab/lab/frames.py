@@ -11,7 +11,7 @@ from aklab.llm import LlmUsageEvent
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["USAGE_COLUMNS", "usage_frame"]
+__all__ = ["USAGE_COLUMNS", "estimate_cost", "usage_frame"]
 
 By = Literal["agent", "run", "model", "request"]
 
@@ -82,3 +82,26 @@ def usage_frame(events: Sequence[LlmUsageEvent], by: str = "agent") -> pd.DataFr
         out["duration_s"] = grouped["duration_s"].sum()
     out = out.reset_index()
     return out[[c for c in USAGE_COLUMNS if c in out.columns]]
+
+
+def estimate_cost(frame: pd.DataFrame, model: str, *, provider: str | None = None) -> pd.Series:
+    """What each row's tokens would cost on ``model`` (USD), from genai-prices.
+
+    An estimate for comparing, labelled as such by the caller: the demo model itself has
+    no price, and real usage keeps the cost pydantic-ai measured. Cache tokens are not
+    split out here (they count as ordinary input).
+    """
+    import pandas as pd
+    from genai_prices import calc_price
+    from pydantic_ai.usage import RequestUsage
+
+    def price(row: pd.Series) -> float:
+        usage = RequestUsage(input_tokens=int(row["input_tokens"]), output_tokens=int(row["output_tokens"]))
+        return float(calc_price(usage, model, provider_id=provider).total_price)
+
+    try:
+        if frame.empty:
+            return pd.Series([], dtype="float64", name=f"cost_usd_as_{model}")
+        return frame.apply(price, axis=1).rename(f"cost_usd_as_{model}")
+    except LookupError as exc:
+        raise ConfigError(f"genai-prices has no price for {model!r}: {exc}") from exc

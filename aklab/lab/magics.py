@@ -197,7 +197,7 @@ class AklabMagics(Magics):
         for reply in replies:
             print(format_message(reply))
             print()
-        for error in lab.errors()[seen_errors:]:
+        for error in lab.errors(since=seen_errors):
             print(f"aklab: {error}")
         if interrupted is not None:
             print(f"aklab: interrupted; cancelled the runs of {', '.join(interrupted) or 'nobody'}")

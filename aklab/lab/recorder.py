@@ -8,6 +8,7 @@ each record and must not block.
 from __future__ import annotations
 
 import logging
+import threading
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -31,6 +32,7 @@ class TeamRecorder(EventSubscriber):
         self.context_updates: list[ContextUpdateEvent] = []
         self.listeners: list[Callable[[Message], Any]] = []
         self.busy: set[str] = set()
+        self.busy_changed = threading.Condition()
 
     def on_message(self, message: Message) -> None:
         if isinstance(message, SentMessage):
@@ -43,10 +45,12 @@ class TeamRecorder(EventSubscriber):
             elif isinstance(event, ContextUpdateEvent):
                 self.context_updates.append(event)
             elif isinstance(event, AgentBusyEvent):
-                if event.busy:
-                    self.busy.add(event.agent)
-                else:
-                    self.busy.discard(event.agent)
+                with self.busy_changed:
+                    if event.busy:
+                        self.busy.add(event.agent)
+                    else:
+                        self.busy.discard(event.agent)
+                    self.busy_changed.notify_all()
         elif isinstance(message, ErrorMessage):
             self.errors.append(message)
         for listener in tuple(self.listeners):

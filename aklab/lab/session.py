@@ -26,6 +26,8 @@ log = logging.getLogger("aklab.lab")
 DEFAULT_TIMEOUT = 300.0
 #: How long an interrupted ask waits for the cancelled runs to end.
 INTERRUPT_GRACE = 30.0
+#: How long ``stop()`` waits for a run that is about to start.
+STOP_GRACE = 2.0
 
 
 class AskTimeout(AklabError):
@@ -123,7 +125,17 @@ class Lab:
         return stopped
 
     def stop(self, agent: str | None = None) -> list[str]:
-        """Cancel the run of ``agent``, or of every busy agent; returns whom it told."""
+        """Cancel the run of ``agent``, or of every busy agent; returns whom it told.
+
+        Right after a background ask, the message may still be on its way to an agent:
+        if work is in flight but nobody is busy yet, wait (briefly, on the busy signal)
+        for a run to start or for the team to go quiet.
+        """
+        if agent is None and not self.recorder.busy and self.system.activity.count:
+            with self.recorder.busy_changed:
+                self.recorder.busy_changed.wait_for(
+                    lambda: bool(self.recorder.busy) or not self.system.activity.count, timeout=STOP_GRACE
+                )
         targets = [self.member(agent)] if agent else [a for a in self.team() if a.name in self.recorder.busy]
         for target in targets:
             self.system.tell(target, CancelMessage(recipient=target))
@@ -161,10 +173,13 @@ class Lab:
         """Tokens and cost as a DataFrame: by agent (default), run, model or request."""
         return usage_frame(list(self.recorder.usage), by=by)
 
-    def errors(self) -> list[str]:
+    def errors(self, since: int = 0) -> list[str]:
+        """Handler failures, one line each. A usage-limit stop (``WarningError``) is left
+        out: the human has already been told in a message."""
         return [
             f"{e.sender.name if e.sender else '?'}: {e.exception_type}: {e.exception_value}"
-            for e in self.recorder.errors
+            for e in self.recorder.errors[since:]
+            if e.exception_type != "WarningError"
         ]
 
     def status(self) -> str:

@@ -44,6 +44,8 @@ class ModelConfig(BaseModel):
     max_tokens: int | None = None
     context_length: int | None = None
     """Context window in tokens; setting it turns on automatic compaction."""
+    demo_latency: float = 0.0
+    """Demo model only: simulated seconds of thinking per model request (0 = instant)."""
 
     @field_serializer("model")
     def _serialize_model(self, model: Any) -> str:

@@ -18,6 +18,7 @@ framing line changes, the demo's behaviour shows it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import re
@@ -49,6 +50,7 @@ _MEMBER = re.compile(r"^- (@\S+) \(([^)]*)\)", re.MULTILINE)
 _ROLE = re.compile(r"^- ([^:\n]+):", re.MULTILINE)
 
 ROSTER_SECTION = "Team"
+CONCLUSION_MARK = "reached the usage limit"
 ROLES_SECTION = "Roles you can hire"
 
 _CHARS_PER_TOKEN = 4
@@ -145,7 +147,8 @@ def _own_role(info: AgentInfo, messages: list[ModelMessage]) -> str:
                         r"\byou are (?:a |an |the )?([A-Za-z][\w ]*?)(?:[.,;\n]|$)", str(part.content), re.I
                     )
                     if match:
-                        return match.group(1).strip().title()
+                        role = match.group(1).strip()
+                        return role[0].upper() + role[1:]
     return "Specialist"
 
 
@@ -154,9 +157,24 @@ class DemoBrain:
 
     def decide(self, messages: list[ModelMessage], info: AgentInfo) -> list[dict[str, str]]:
         texts = _user_texts(messages)
+        concluding = bool(texts) and CONCLUSION_MARK in texts[-1]
+        if concluding:
+            # Out of budget for this turn: answer the message being handled, and say so.
+            framed = [i for i, t in enumerate(texts) if _split_received(t) is not None]
+            texts = texts[: framed[-1] + 1] if framed else texts
         received = _split_received(texts[-1]) if texts else None
         if received is None:
             return []
+        turn = self._decide(texts, received, info, messages)
+        if concluding:
+            for item in turn:
+                if item["message_type"] == "response":
+                    item["message"] += "\n\n(I hit my usage limit for this turn, so this may be incomplete.)"
+        return turn
+
+    def _decide(
+        self, texts: list[str], received: tuple[str, str, str], info: AgentInfo, messages: list[ModelMessage]
+    ) -> list[dict[str, str]]:
         intent, sender, content = received
         sections = _latest_sections(texts)
         roles = [r.strip() for r in _ROLE.findall(sections.get(ROLES_SECTION, ""))]
@@ -210,8 +228,31 @@ def _prompt_size(messages: list[ModelMessage], info: AgentInfo) -> int:
     return size
 
 
+def _starts_run(messages: list[ModelMessage]) -> bool:
+    """Is this the first model request of a run (the last request carries a user prompt)?"""
+    last = messages[-1] if messages else None
+    return isinstance(last, ModelRequest) and any(isinstance(p, UserPromptPart) for p in last.parts)
+
+
+def _tool_step(messages: list[ModelMessage], info: AgentInfo) -> tuple[str, str] | None:
+    """A coordinator with a planning board records the task before delegating."""
+    names = {t.name for t in info.function_tools}
+    if "planning_create" not in names or not _starts_run(messages):
+        return None
+    texts = _user_texts(messages)
+    received = _split_received(texts[-1]) if texts else None
+    if received is None or received[0] != "request":
+        return None
+    if not _ROLE.findall(_latest_sections(texts).get(ROLES_SECTION, "")):
+        return None
+    return "planning_create", json.dumps({"title": _short(received[2], 50)})
+
+
 def _output(messages: list[ModelMessage], info: AgentInfo, brain: DemoBrain) -> tuple[str | None, str]:
-    """(output tool name or None for text, JSON/text body)."""
+    """(tool name, or None for text; JSON or text body)."""
+    step = _tool_step(messages, info)
+    if step is not None:
+        return step
     if not info.output_tools:
         turn = brain.decide(messages, info)
         return None, turn[0]["message"] if turn else "OK."
@@ -222,11 +263,17 @@ def _output(messages: list[ModelMessage], info: AgentInfo, brain: DemoBrain) -> 
     return tool.name, json.dumps(_default_for_schema(schema))
 
 
-def demo_model(model_name: str = DEMO_MODEL_NAME) -> FunctionModel:
-    """Build the offline demo model (a pydantic-ai ``FunctionModel``)."""
+def demo_model(model_name: str = DEMO_MODEL_NAME, *, latency: float = 0.0) -> FunctionModel:
+    """Build the offline demo model (a pydantic-ai ``FunctionModel``).
+
+    ``latency`` simulates a model's thinking time per request (seconds), so that runs
+    can be watched and stopped in a demo; the default answers at once.
+    """
     brain = DemoBrain()
 
     async def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if latency > 0:
+            await asyncio.sleep(latency)  # simulated model latency, not a wait for an event
         tool_name, body = _output(messages, info, brain)
         part: ToolCallPart | TextPart = ToolCallPart(tool_name, body) if tool_name else TextPart(body)
         usage = RequestUsage(
@@ -236,6 +283,8 @@ def demo_model(model_name: str = DEMO_MODEL_NAME) -> FunctionModel:
         return ModelResponse(parts=[part], usage=usage, model_name=model_name)
 
     async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+        if latency > 0:
+            await asyncio.sleep(latency)  # simulated model latency, not a wait for an event
         tool_name, body = _output(messages, info, brain)
         chunks = [body[i : i + _STREAM_CHUNK] for i in range(0, len(body), _STREAM_CHUNK)] or [""]
         if tool_name is None:

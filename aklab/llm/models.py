@@ -35,7 +35,7 @@ def build_model(cfg: ModelConfig) -> Model:
     if cfg.provider == DEMO_PROVIDER:
         from aklab.llm.demo import demo_model
 
-        return demo_model(cfg.model)
+        return demo_model(cfg.model, latency=cfg.demo_latency)
     if cfg.base_url is not None:
         return _openai_compatible(cfg)
     from pydantic_ai.models import infer_model

@@ -122,7 +122,7 @@ class ReactAgent:
         try:
             return self._run(prompt, deps=deps, output_type=output_type, limits=self.run_usage_limits.to_pydantic_ai())
         except _Breach as breach:
-            error = RunUsageLimitError(f"{self.name}: run limit reached: {breach.cause}")
+            error = RunUsageLimitError(f"run limit reached: {_first_sentence(breach.cause)}")
             error.__cause__ = breach.cause
             result: T = self.limit_recovery.handle_limit_exceeded(self, error, breach.history, output_type, deps)
             return result
@@ -301,6 +301,12 @@ class ReactAgent:
     def close(self) -> None:
         """Release the event loop (called when the owning actor stops)."""
         self._finalizer()
+
+
+def _first_sentence(error: Exception) -> str:
+    """pydantic-ai's limit messages go on with advice and a link; keep the fact."""
+    text = str(error)
+    return text.split(". ", 1)[0].rstrip(".")
 
 
 class _Breach(Exception):

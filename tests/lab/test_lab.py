@@ -86,3 +86,14 @@ def test_usage_frames_keep_a_fixed_column_order_and_unknown_cost_stays_unknown()
     with pytest.raises(ConfigError, match="choose agent, run, model or request"):
         usage_frame(events, by="day")
     assert isinstance(by_run, pd.DataFrame)
+
+
+def test_an_estimate_prices_the_same_tokens_on_a_real_model() -> None:
+    from aklab.lab.frames import estimate_cost
+
+    frame = usage_frame([_event("@A", "r1", None, tokens=1000)], by="agent")
+    estimate = estimate_cost(frame, "gpt-4o-mini", provider="openai")
+    assert estimate.name == "cost_usd_as_gpt-4o-mini"
+    assert estimate.iloc[0] == pytest.approx(1000 * 0.15e-6 + 1 * 0.6e-6)
+    with pytest.raises(ConfigError, match="no price for 'no-such-model'"):
+        estimate_cost(frame, "no-such-model", provider="openai")

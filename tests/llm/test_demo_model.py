@@ -53,3 +53,27 @@ def test_the_demo_is_deterministic_and_reports_realistic_tokens() -> None:
     assert runs[0] == runs[1]
     assert events[0].input_tokens == events[1].input_tokens > 50
     assert events[0].cost_usd is None
+
+
+def test_a_coordinator_with_a_planning_board_records_the_task_before_delegating() -> None:
+    from aklab.tools import PlanningTool, ToolFactory
+
+    class Host:
+        name = "@M"
+        role = "Manager"
+        directory = None
+
+    tools = ToolFactory([PlanningTool()], Host()).get_tools()  # type: ignore[arg-type]
+    calls: list[str] = []
+    agent = ReactAgent(
+        name="@M",
+        model_cfg=ModelConfig(),
+        system_prompt="You are the Manager.",
+        tools=tools,
+        on_tool_call=lambda e: calls.append(e.tool_name),
+    )
+    out = agent.run_sync([CONTEXT, _msg("Build the login page", "@Human")], output_type=StructuredOutput)
+    assert calls == ["planning_create"]
+    assert [(r.recipient, r.message_type) for r in out.messages] == [("Developer", "request")]
+    quiet = agent.run_sync(_msg("FYI", "@Human", "notification"), output_type=StructuredOutput)
+    assert quiet.messages == [] and calls == ["planning_create"]
