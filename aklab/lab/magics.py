@@ -130,6 +130,18 @@ class PendingReplies:
         return f"<PendingReplies: {len(self.messages)} so far>"
 
 
+class _LiveView:
+    """Shows a live panel with a fixed text/plain: its content depends on timing."""
+
+    def __init__(self, panel: Any) -> None:
+        self._panel = panel
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        bundle: dict[str, Any] = dict(self._panel._repr_mimebundle_(include, exclude))
+        bundle["text/plain"] = "<live transcript>"
+        return bundle
+
+
 def _in_kernel(shell: Any) -> bool:
     return type(shell).__name__ == "ZMQInteractiveShell"
 
@@ -171,10 +183,6 @@ class AklabMagics(Magics):
             text = shell.var_expand(cell.strip(), depth=1) if shell is not None else cell.strip()
             lab = self._lab()
             seen_errors = len(lab.recorder.errors)
-            if _in_kernel(shell) and not args.bg:
-                from IPython.display import display
-
-                display(lab.panel("transcript"))  # type: ignore[no-untyped-call]
             start = lab.send(text, to=args.agent)
         except AklabError as exc:
             print(f"aklab: {exc}")
@@ -187,8 +195,12 @@ class AklabMagics(Magics):
             return
         interrupted: list[str] | None = None
         try:
+            if _in_kernel(shell):
+                from IPython.display import display
+
+                display(_LiveView(lab.panel("transcript")))  # type: ignore[no-untyped-call]
             done = lab.wait(args.timeout or DEFAULT_TIMEOUT)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # the notebook's stop button: cancel, keep what arrived
             interrupted = lab.interrupt()
             done = True
         replies = lab.inbox.messages[start:]
