@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.aklab-installed
 
-.PHONY: demo test lint typecheck unit notebooks bench clean
+.PHONY: demo test lint typecheck unit notebooks test-binder bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "aklab needs Python 3.11 or newer")'
@@ -31,6 +31,10 @@ unit: $(STAMP)
 
 notebooks: $(STAMP)
 	$(PY) -m pytest -q --nbval --nbval-sanitize-with notebooks/sanitize.cfg --nbval-kernel-name python3 notebooks
+
+# A fresh environment built from binder/ alone runs every notebook (slow: a venv + install).
+test-binder: $(STAMP)
+	$(PY) -m pytest -q -m binder tests/binder
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache

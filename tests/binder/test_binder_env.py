@@ -1,0 +1,73 @@
+"""Binder's files alone make an environment that runs every notebook.
+
+Builds a fresh virtual environment the way repo2docker does for this repository
+(``pip install -r binder/requirements.txt``, then ``binder/postBuild``), and executes
+each notebook in a kernel from that environment. Slow (a venv and an install), so it
+runs under ``make test-binder``, not ``make test``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]-*.ipynb"))
+
+pytestmark = pytest.mark.binder
+
+
+@pytest.fixture(scope="module")
+def binder_kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    base = tmp_path_factory.mktemp("binder")
+    venv = base / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    env = {**os.environ, "PATH": f"{venv / 'bin'}:{os.environ['PATH']}", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "-r", str(ROOT / "binder" / "requirements.txt")],
+        check=True,
+        env=env,
+    )
+    checkout = base / "repo"
+    shutil.copytree(ROOT, checkout, ignore=shutil.ignore_patterns(".venv", ".git", "*.egg-info", "__pycache__"))
+    subprocess.run(["bash", str(checkout / "binder" / "postBuild")], check=True, cwd=checkout, env=env)
+    # A kernelspec pointing at the Binder environment's Python, found through JUPYTER_PATH.
+    spec_dir = base / "jupyter" / "kernels" / "aklab-binder"
+    spec_dir.mkdir(parents=True)
+    argv = [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    (spec_dir / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "binder", "language": "python"}))
+    old = os.environ.get("JUPYTER_PATH")
+    os.environ["JUPYTER_PATH"] = str(base / "jupyter")
+    try:
+        yield "aklab-binder"
+    finally:
+        if old is None:
+            os.environ.pop("JUPYTER_PATH", None)
+        else:
+            os.environ["JUPYTER_PATH"] = old
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_every_notebook_runs_in_the_binder_environment(binder_kernel: str, path: Path, tmp_path: Path) -> None:
+    nb = nbformat.read(path, as_version=4)
+    saved = [c.get("outputs", []) for c in nb.cells if c.cell_type == "code"]
+    NotebookClient(nb, timeout=300, kernel_name=binder_kernel, resources={"metadata": {"path": str(tmp_path)}}).execute()
+    fresh = [c.get("outputs", []) for c in nb.cells if c.cell_type == "code"]
+    errors = [o for outputs in fresh for o in outputs if o.get("output_type") == "error"]
+    assert not errors, f"{path.name}: {errors[0].get('ename')}: {errors[0].get('evalue')}"
+    # the streamed text (what %%ask prints) matches what the notebook shows
+    assert [_streams(o) for o in fresh] == [_streams(o) for o in saved]
+
+
+def _streams(outputs: list[dict[str, object]]) -> str:
+    return "".join(str(o.get("text", "")) for o in outputs if o.get("output_type") == "stream")
