@@ -271,3 +271,20 @@ def test_a_burst_of_queued_mail_is_looked_at_once_not_on_every_step(system: Acto
     assert scans["n"] == 0  # no step scanned the mailbox
     # each message was previewed exactly once (announced once), not once per step
     assert CountingMessage.previews == 200
+
+
+def test_only_mail_of_exactly_the_handled_class_is_offered_and_a_cancel_never_is(system: ActorSystem) -> None:
+    gated = GatedModel([call_tool("step"), send(), send(), send()])
+    gated.hold(0)
+    team, worker, _ = _team(system, gated)
+    _human_says(team, worker, "first")  # an AgentMessage is being handled
+    assert gated.entered[0].wait(10)
+    _lands_now(team, worker, CountingMessage(content="a subclass"))  # same handler, different class
+    _lands_now(team, worker, AgentMessage(content="same class"))
+    gated.release[0].set()
+    team.settle()
+    notice = str(gated.calls[1])
+    assert "2 new messages arrived" in notice
+    assert "- Message cannot be handled in the run" in notice
+    assert "request from @Human: same class (id: " in notice
+    assert "a subclass" not in notice
