@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.aklab-installed
 
-.PHONY: demo test lint typecheck unit notebooks test-binder bench clean
+.PHONY: demo test lint typecheck unit notebooks test-binder test-browser bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "aklab needs Python 3.11 or newer")'
@@ -20,8 +20,8 @@ demo: $(STAMP)
 test: lint typecheck unit notebooks
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check aklab tests $(wildcard bench)
-	$(VENV)/bin/ruff format --check aklab tests $(wildcard bench)
+	$(VENV)/bin/ruff check aklab tests browser $(wildcard bench)
+	$(VENV)/bin/ruff format --check aklab tests browser $(wildcard bench)
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
@@ -35,6 +35,11 @@ notebooks: $(STAMP)
 # A fresh environment built from binder/ alone runs every notebook (slow: a venv + install).
 test-binder: $(STAMP)
 	$(PY) -m pytest -q -m binder tests/binder
+
+# JupyterLab and Voila in headless Chromium (Debian's); screenshots in browser/screenshots/.
+test-browser: $(STAMP)
+	VENV=$(VENV) bash browser/install.sh
+	$(PY) -m pytest -c browser/pytest.ini browser
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache

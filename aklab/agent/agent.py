@@ -84,6 +84,7 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
             compaction_cfg=self.config.compaction_cfg,
             on_usage=self.notify_event,
             on_tool_call=self.notify_event,
+            on_stream=self.notify_event,
         )
         self.notify_event(CommandsAnnouncedEvent(agent=self.config.name, commands=self._command_registry.descriptors()))
 

@@ -130,9 +130,12 @@ class Orchestrator(Akgent[BaseConfig, Any]):
         self._record(message)
 
     def _record(self, message: OrchestratorMessage) -> None:
-        self._recent.append(message)
+        if not (isinstance(message, EventMessage) and getattr(type(message.event), "aklab_transient", False)):
+            self._recent.append(message)
         if isinstance(message, EventMessage):
-            self._events_by_type.setdefault(type(message.event), []).append(message)
+            # Transient events (e.g. streamed partial text) are fanned out, not kept.
+            if not getattr(type(message.event), "aklab_transient", False):
+                self._events_by_type.setdefault(type(message.event), []).append(message)
         elif isinstance(message, ErrorMessage):
             self._errors.append(message)
         for subscriber in tuple(self._subscribers):

@@ -87,6 +87,9 @@ class RuntimeConfig(BaseModel):
     end_strategy: Literal["early", "exhaustive", "graceful"] = "exhaustive"
     parallel_tool_calls: bool = True
     http_timeout: float = 120.0
+    stream: bool = True
+    """Stream the model's output so outgoing messages can be shown while they are written
+    (only when the model can stream and someone listens: ``ReactAgent(on_stream=...)``)."""
 
 
 class CompactionConfig(BaseModel):

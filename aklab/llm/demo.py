@@ -24,6 +24,7 @@ import math
 import re
 import zlib
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from pydantic_ai.messages import (
@@ -35,12 +36,15 @@ from pydantic_ai.messages import (
     ToolCallPart,
     UserPromptPart,
 )
+from pydantic_ai.models import ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+from pydantic_ai.settings import ModelSettings
+from pydantic_ai.tools import RunContext
 from pydantic_ai.usage import RequestUsage
 
 from aklab.llm.config import DEMO_MODEL_NAME
 
-__all__ = ["DemoBrain", "demo_model"]
+__all__ = ["DemoBrain", "DemoModel", "demo_model"]
 
 _RECEIVED = re.compile(
     r"You received an? (request|response|instruction|notification|acknowledgment) from (\S+?)\.(?:\s|$)"
@@ -263,6 +267,48 @@ def _output(messages: list[ModelMessage], info: AgentInfo, brain: DemoBrain) -> 
     return tool.name, json.dumps(_default_for_schema(schema))
 
 
+class _ExactUsage(RequestUsage):
+    """Usage known up front: pydantic-ai's per-chunk estimates (``+=``) leave it as is."""
+
+    def __iadd__(self, other: RequestUsage) -> _ExactUsage:
+        return self
+
+
+def _usage_for(messages: list[ModelMessage], info: AgentInfo, body: str) -> RequestUsage:
+    return RequestUsage(input_tokens=_tokens("x" * _prompt_size(messages, info)), output_tokens=_tokens(body))
+
+
+class DemoModel(FunctionModel):
+    """The demo as a FunctionModel whose streamed requests report the same token counts
+    as its plain ones (FunctionModel would otherwise estimate streamed usage)."""
+
+    def __init__(self, brain: DemoBrain, respond: Any, stream: Any, model_name: str) -> None:
+        super().__init__(respond, stream_function=stream, model_name=model_name)
+        self._brain = brain
+
+    @asynccontextmanager
+    async def request_stream(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+        run_context: RunContext[Any] | None = None,
+    ) -> AsyncIterator[StreamedResponse]:
+        async with super().request_stream(messages, model_settings, model_request_parameters, run_context) as response:
+            info = AgentInfo(
+                function_tools=model_request_parameters.declared_function_tools,
+                allow_text_output=model_request_parameters.allow_text_output,
+                output_tools=model_request_parameters.output_tools,
+                model_settings=model_settings,
+                model_request_parameters=model_request_parameters,
+                instructions=None,
+            )
+            _tool, body = _output(messages, info, self._brain)
+            exact = _usage_for(messages, info, body)
+            response._usage = _ExactUsage(input_tokens=exact.input_tokens, output_tokens=exact.output_tokens)
+            yield response
+
+
 def demo_model(model_name: str = DEMO_MODEL_NAME, *, latency: float = 0.0) -> FunctionModel:
     """Build the offline demo model (a pydantic-ai ``FunctionModel``).
 
@@ -276,11 +322,7 @@ def demo_model(model_name: str = DEMO_MODEL_NAME, *, latency: float = 0.0) -> Fu
             await asyncio.sleep(latency)  # simulated model latency, not a wait for an event
         tool_name, body = _output(messages, info, brain)
         part: ToolCallPart | TextPart = ToolCallPart(tool_name, body) if tool_name else TextPart(body)
-        usage = RequestUsage(
-            input_tokens=_tokens("x" * _prompt_size(messages, info)),
-            output_tokens=_tokens(body),
-        )
-        return ModelResponse(parts=[part], usage=usage, model_name=model_name)
+        return ModelResponse(parts=[part], usage=_usage_for(messages, info, body), model_name=model_name)
 
     async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
         if latency > 0:
@@ -295,4 +337,4 @@ def demo_model(model_name: str = DEMO_MODEL_NAME, *, latency: float = 0.0) -> Fu
         for chunk in chunks[1:]:
             yield {0: DeltaToolCall(json_args=chunk)}
 
-    return FunctionModel(respond, stream_function=stream, model_name=model_name)
+    return DemoModel(brain, respond, stream, model_name)

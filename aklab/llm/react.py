@@ -11,6 +11,9 @@ pydantic-ai ``Agent`` is built once; the output type is chosen per run.
 - With ``ModelConfig.context_length`` set, ``maybe_compact()`` compacts the history when
   the last request passed ``CompactionConfig.trigger_ratio`` of it (the size is that
   request's input plus output tokens: O(1), no re-count of the history).
+- With ``on_stream`` given, ``RuntimeConfig.stream`` on and a model that can stream, a run
+  whose output is StructuredOutput-like is streamed and its outgoing messages are
+  published as they are written (``aklab.llm.streaming``); other runs are not streamed.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from aklab.llm.config import CompactionConfig, ModelConfig, RuntimeConfig
 from aklab.llm.limits import AgentBudget, AgentUsageLimits, RunUsageLimitError, RunUsageLimits
 from aklab.llm.models import build_model
 from aklab.llm.recovery import LimitRecoveryCapability, NoFunctionTools, closed_history
+from aklab.llm.streaming import DEFAULT_MIN_CHARS, OutputStreamer, StreamSink, model_can_stream, streams_messages
 from aklab.llm.usage import LlmUsageEvent, ToolCallEvent
 
 __all__ = ["SUMMARY_PROMPT", "ReactAgent"]
@@ -75,6 +79,8 @@ class ReactAgent:
         limit_recovery: LimitRecoveryCapability | None = None,
         on_usage: UsageSink | None = None,
         on_tool_call: ToolSink | None = None,
+        on_stream: StreamSink | None = None,
+        stream_min_chars: int = DEFAULT_MIN_CHARS,
     ) -> None:
         self.name = name
         self.role = role
@@ -86,6 +92,8 @@ class ReactAgent:
         self.limit_recovery = limit_recovery or LimitRecoveryCapability()
         self.on_usage = on_usage
         self.on_tool_call = on_tool_call
+        self.on_stream = on_stream
+        self.stream_min_chars = stream_min_chars
         self.messages: list[ModelMessage] = []
         self.system_prompt = system_prompt
         self.current_run_id: str | None = None
@@ -95,8 +103,10 @@ class ReactAgent:
         # on every actor thread.
         self._loop = asyncio.new_event_loop()
         self._finalizer = weakref.finalize(self, self._loop.close)
+        model = build_model(self.model_cfg)
+        self._can_stream = runtime.stream and model_can_stream(model)
         self._agent: Agent[Any, Any] = Agent(
-            build_model(self.model_cfg),
+            model,
             output_type=str,
             system_prompt=system_prompt,
             deps_type=object,
@@ -153,6 +163,7 @@ class ReactAgent:
         started = time.time()
         before = len(self.messages)
         captured: list[ModelMessage] = []
+        streamer = self._streamer(run_id, output_type)
         try:
             with capture_run_messages() as captured:
                 result = self._loop.run_until_complete(
@@ -163,12 +174,17 @@ class ReactAgent:
                         message_history=self.messages,
                         usage_limits=limits,
                         capabilities=list(capabilities) or None,
+                        event_stream_handler=streamer.handle if streamer is not None else None,
                     )
                 )
         except UsageLimitExceeded as exc:
+            if streamer is not None:
+                streamer.abort()
             self._report(captured[before:], run_id, started)
             raise _Breach(exc, list(captured)) from exc
         except BaseException:
+            if streamer is not None:
+                streamer.abort()
             self._report(captured[before:], run_id, started)
             if captured:
                 self.messages = closed_history(captured)
@@ -176,8 +192,21 @@ class ReactAgent:
         finally:
             self.current_run_id = None
         self.messages = result.all_messages()
+        if streamer is not None:
+            streamer.finish(result.output)
         self._report(result.new_messages(), run_id, started)
         return result.output  # type: ignore[no-any-return]
+
+    @property
+    def streams(self) -> bool:
+        """Will runs with a StructuredOutput-like output be streamed?"""
+        return self._can_stream and self.on_stream is not None
+
+    def _streamer(self, run_id: str, output_type: Any) -> OutputStreamer | None:
+        sink = self.on_stream
+        if sink is None or not self._can_stream or not streams_messages(output_type):
+            return None
+        return OutputStreamer(agent=self.name, run_id=run_id, sink=sink, min_chars=self.stream_min_chars)
 
     def _report(self, messages: Sequence[ModelMessage], run_id: str, started: float) -> None:
         responses = [m for m in messages if isinstance(m, ModelResponse)]

@@ -61,7 +61,9 @@ def binder_kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def test_every_notebook_runs_in_the_binder_environment(binder_kernel: str, path: Path, tmp_path: Path) -> None:
     nb = nbformat.read(path, as_version=4)
     saved = [c.get("outputs", []) for c in nb.cells if c.cell_type == "code"]
-    NotebookClient(nb, timeout=300, kernel_name=binder_kernel, resources={"metadata": {"path": str(tmp_path)}}).execute()
+    NotebookClient(
+        nb, timeout=300, kernel_name=binder_kernel, resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
     fresh = [c.get("outputs", []) for c in nb.cells if c.cell_type == "code"]
     errors = [o for outputs in fresh for o in outputs if o.get("output_type") == "error"]
     assert not errors, f"{path.name}: {errors[0].get('ename')}: {errors[0].get('evalue')}"

@@ -6,24 +6,39 @@ conversation needs them to make sense of it: a ``/command`` a human ran on an ag
 (``OperatorActionEvent``), a message that could not be routed (``RoutingSkippedEvent``)
 and a handler error (``ErrorMessage``). The model keeps the last ``keep`` rows; the
 widget renders the last ``limit`` of those that match the filter.
+
+While a model writes its output, the messages it is writing show below the transcript
+as provisional rows, marked as in progress (``OutputStreamEvent``, one row per
+``(agent, run, attempt, index)``). A provisional row goes away when the real message is
+recorded (a ``SentMessage`` from the same sender with the same text and/or the same
+recipient and intent; the real row is appended as usual), when routing skips its
+recipient (``RoutingSkippedEvent``), when the stream drops it (``dropped``), or when
+its agent's turn ends (``AgentBusyEvent(busy=False)``) before it was complete: a
+complete one survives that event because the agent routes its output just after it.
+Whatever is left of an agent's provisional rows goes when its next turn starts.
+Provisional rows are not counted in the text/plain summary.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from aklab.agent import AgentMessage, OperatorActionEvent, RoutingSkippedEvent
+from aklab.agent import AgentBusyEvent, AgentMessage, OperatorActionEvent, RoutingSkippedEvent
 from aklab.core import ErrorMessage, EventMessage, Message, SentMessage
 from aklab.lab.panels._html import esc, note
 from aklab.lab.panels._hub import Panel, PanelHub, PanelModel
+from aklab.llm.streaming import OutputStreamEvent
 
 __all__ = ["TranscriptModel", "TranscriptPanel", "TranscriptRow", "TranscriptView"]
 
 ALL = ""  # the filter value that shows every agent
 
 _PRE = "white-space:pre-wrap;margin:2px 0 8px 12px;font-family:inherit"
+_LIVE = "opacity:0.7;border-left:2px dashed #999;padding-left:4px"
+_UNKNOWN = "…"  # a recipient or intent the model has not written yet
 
 
 @dataclass(frozen=True)
@@ -33,15 +48,19 @@ class TranscriptRow:
     intent: str
     content: str
     is_note: bool = False
+    live: str = ""  # a provisional row: "writing" or "sending"; "" for a recorded one
 
     def involves(self, agent: str) -> bool:
         return agent in (self.sender, self.recipient)
 
     def html(self) -> str:
-        css = "aklab-note-row" if self.is_note else "aklab-msg"
+        css = "aklab-note-row" if self.is_note else "aklab-live" if self.live else "aklab-msg"
         color = "#a50" if self.is_note else "#555"
         head = f"<b>{esc(self.sender)}</b> → <b>{esc(self.recipient)}</b> "
         head += f'<span style="color:{color}">({esc(self.intent)})</span>'
+        if self.live:
+            head += f' <span style="color:#07a;font-style:italic">{esc(self.live)}…</span>'
+            return f'<div class="{css}" style="{_LIVE}">{head}<pre style="{_PRE}">{esc(self.content)}▍</pre></div>'
         return f'<div class="{css}">{head}<pre style="{_PRE}">{esc(self.content)}</pre></div>'
 
 
@@ -51,16 +70,17 @@ class TranscriptView:
     matching: int  # how many kept rows match the filter
     agents: tuple[str, ...]
     agent: str  # the filter; ALL for everyone
+    live: tuple[TranscriptRow, ...] = ()  # provisional rows (messages being written) matching the filter
 
     def html(self) -> str:
-        if not self.rows:
+        if not self.rows and not self.live:
             return note("no messages yet" if self.agent == ALL else f"no messages to or from {self.agent}")
         head = (
             note(f"showing the last {len(self.rows)} of {self.matching} messages")
             if self.matching > len(self.rows)
             else ""
         )
-        return head + "".join(row.html() for row in self.rows)
+        return head + "".join(row.html() for row in (*self.rows, *self.live))
 
 
 class TranscriptModel(PanelModel[TranscriptView]):
@@ -72,6 +92,8 @@ class TranscriptModel(PanelModel[TranscriptView]):
         self._messages = 0
         self._notes = 0
         self._agent = ALL
+        # Provisional rows by (agent, run_id, attempt, index), in arrival order.
+        self._live: dict[tuple[str, str, int, int], TranscriptRow] = {}
 
     @property
     def agent(self) -> str:
@@ -86,9 +108,17 @@ class TranscriptModel(PanelModel[TranscriptView]):
                 self._changed()
 
     def _feed(self, record: Message) -> bool:
+        if isinstance(record, EventMessage):
+            event = record.event
+            if isinstance(event, OutputStreamEvent):
+                return self._stream(event)
+            if isinstance(event, AgentBusyEvent):
+                # A turn ending keeps complete rows (routing follows); a turn starting clears leftovers.
+                return self._drop_live(event.agent, keep_sending=not event.busy)
         row = _row(record)
         if row is None:
             return False
+        self._settle_live(record, row)
         if row.is_note:
             self._notes += 1
         else:
@@ -99,14 +129,74 @@ class TranscriptModel(PanelModel[TranscriptView]):
         self._rows.append(row)
         return True
 
+    def _stream(self, event: OutputStreamEvent) -> bool:
+        key = (event.agent, event.run_id, event.attempt, event.index)
+        if event.dropped:
+            return self._live.pop(key, None) is not None
+        if event.agent.startswith("@"):
+            self._agents.setdefault(event.agent, None)
+        self._live[key] = TranscriptRow(
+            event.agent,
+            event.recipient or _UNKNOWN,
+            event.message_type or _UNKNOWN,
+            event.text,
+            live="sending" if event.done else "writing",
+        )
+        return True
+
+    def _drop_live(self, agent: str, *, keep_sending: bool) -> bool:
+        gone = [k for k, r in self._live.items() if r.sender == agent and not (keep_sending and r.live == "sending")]
+        for key in gone:
+            del self._live[key]
+        return bool(gone)
+
+    def _settle_live(self, record: Message, row: TranscriptRow) -> None:
+        """Remove the provisional row that ``record`` (a real message or an unrouted note) settles."""
+        if not self._live:
+            return
+        if isinstance(record, SentMessage):
+            tests: tuple[Callable[[TranscriptRow, TranscriptRow], bool], ...] = (_same_both, _same_text, _same_address)
+        elif isinstance(record, EventMessage) and isinstance(record.event, RoutingSkippedEvent):
+            tests = (_same_recipient,)
+        else:
+            return
+        for test in tests:  # the strongest evidence first
+            match = next((k for k, r in self._live.items() if r.sender == row.sender and test(r, row)), None)
+            if match is not None:
+                del self._live[match]
+                return
+
     def _view(self) -> TranscriptView:
         agent = self._agent
         rows = list(self._rows) if agent == ALL else [r for r in self._rows if r.involves(agent)]
-        return TranscriptView(tuple(rows[-self.limit :]), len(rows), tuple(self._agents), agent)
+        live = tuple(r for r in self._live.values() if agent == ALL or r.involves(agent))
+        return TranscriptView(tuple(rows[-self.limit :]), len(rows), tuple(self._agents), agent, live)
 
     def _summary(self) -> str:
         text = f"{self._messages} message{'s' if self._messages != 1 else ''}"
         return f"{text}, {self._notes} note{'s' if self._notes != 1 else ''}" if self._notes else text
+
+
+# Does a recorded row settle a provisional one from the same sender?
+def _same_both(live: TranscriptRow, real: TranscriptRow) -> bool:
+    return _same_text(live, real) and _same_address(live, real)
+
+
+def _same_text(live: TranscriptRow, real: TranscriptRow) -> bool:
+    return live.content == real.content
+
+
+def _same_address(live: TranscriptRow, real: TranscriptRow) -> bool:
+    return _name(live.recipient) == _name(real.recipient) and live.intent == real.intent
+
+
+def _same_recipient(live: TranscriptRow, skipped: TranscriptRow) -> bool:
+    return live.recipient.strip() == skipped.recipient  # skipped: the "not delivered" note
+
+
+def _name(recipient: str) -> str:
+    # The model may write a role ("Developer") where the member is "@Developer".
+    return recipient.strip().lstrip("@").casefold()
 
 
 def _row(record: Message) -> TranscriptRow | None:
