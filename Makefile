@@ -41,5 +41,9 @@ test-browser: $(STAMP)
 	VENV=$(VENV) bash browser/install.sh
 	$(PY) -m pytest -c browser/pytest.ini browser
 
+# Benchmarks (not timed tests): writes bench/results/report.json and report.md.
+bench: $(STAMP)
+	$(PY) -m bench
+
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache

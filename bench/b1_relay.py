@@ -1,0 +1,259 @@
+"""B1 relay: 200 human messages in sequence, three LLM turns each, against a floor.
+
+Per message the Manager requests the Developer (hired on first use), the Developer
+responds, the Manager responds to the human: 3 turns, 600 for 200 messages.
+
+The floor is the same run calls on bare pydantic-ai: a recording pass (untimed) runs the
+aklab workload once and keeps, for every ``Agent.run`` aklab made, the prompt, the message
+history and the output. The floor then replays exactly those calls, in the same order, on
+one bare ``pydantic_ai.Agent`` per member, built the way ``ReactAgent`` builds its agent
+(same ``FunctionModel`` function on a fresh brain, same system prompt, same function tools
+so the model sees the same tool definitions, same output type and run limits) but without
+aklab's capabilities (mailbox, recipient check: those are aklab's cost), on one event loop,
+in the same process. Its outputs are checked against the recorded ones, so both sides did
+the same work. Both clocks start after the agents that exist up front are built (aklab's
+Manager, the floor's two agents); aklab's hiring of the Developer is inside its clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import time
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from bench.common import Figure, relay_brain, relay_messages, relay_team
+
+__all__ = ["run", "run_relay"]
+
+ID = "B1"
+WORKLOAD = "relay: {n} human messages in sequence, Manager → Developer → Manager → Human ({turns} LLM turns)"
+ASK_TIMEOUT = 120.0
+#: A second, unbudgeted comparison on short conversations, where aklab's share is largest.
+SHORT_MESSAGES = 20
+SHORT_REPEAT = 7
+
+
+@dataclass
+class RecordedCall:
+    agent: str
+    role: str
+    prompt: Any
+    history: list[Any]
+    output: Any
+
+
+@dataclass
+class Recording:
+    calls: list[RecordedCall]
+    system_prompts: dict[str, str]
+    """Per member: the system prompt its ReactAgent was built with."""
+    tools: dict[str, list[Any]]
+    """Per member: the function tools its ReactAgent was built with (same schemas for the floor)."""
+
+
+def _recording_agent_class() -> type[Any]:
+    from aklab.agent import BaseAgent
+    from aklab.tools import ToolFactory
+
+    class RecordingAgent(BaseAgent):
+        """Records every pydantic-ai run its ReactAgent makes (used in the untimed pass only)."""
+
+        recording: ClassVar[Recording] = Recording([], {}, {})
+
+        def on_start(self) -> None:
+            super().on_start()
+            react = self._react_agent
+            agent = react.agent
+            original = agent.run
+            name, role = self.config.name, self.config.role
+            recording = RecordingAgent.recording
+            recording.system_prompts[name] = react.system_prompt
+            recording.tools[name] = ToolFactory(self._assemble_cards(), host=self).get_tools()
+
+            async def run(prompt: Any, **kwargs: Any) -> Any:
+                history = list(kwargs.get("message_history") or [])
+                result = await original(prompt, **kwargs)
+                recording.calls.append(RecordedCall(name, role, prompt, history, result.output))
+                return result
+
+            agent.run = run  # type: ignore[method-assign,assignment]
+
+    return RecordingAgent
+
+
+def run_relay(messages: list[str], *, burst: bool = False, agent_class: Any = None) -> tuple[float, Any]:
+    """Run the relay on a fresh Lab; returns (seconds from first send to quiet, lab stats)."""
+    from aklab.lab import Lab
+
+    lab = Lab(relay_team(agent_class=agent_class))
+    try:
+        cpu_start = time.process_time()
+        start = time.perf_counter()
+        if burst:
+            for text in messages:
+                lab.send(text)
+            if not lab.wait(ASK_TIMEOUT * 10):
+                raise RuntimeError("burst: the team did not go quiet")
+        else:
+            for text in messages:
+                lab.ask(text, timeout=ASK_TIMEOUT)
+        elapsed = time.perf_counter() - start
+        stats = {
+            "cpu_s": time.process_time() - cpu_start,
+            "replies": len(lab.replies()),
+            "usage_events": len(lab.recorder.usage),
+            "errors": lab.errors(),
+            "members": [a.name for a in lab.team()],
+        }
+    finally:
+        lab.close()
+    expected = {"replies": len(messages), "usage_events": 3 * len(messages), "errors": []}
+    got = {k: stats[k] for k in expected}
+    if got != expected:
+        raise RuntimeError(f"relay did not do the expected work: {got} != {expected}")
+    if stats["members"] != ["@Human", "@Manager", "@Developer"]:
+        raise RuntimeError(f"relay team is not Human, Manager, one Developer: {stats['members']}")
+    return elapsed, stats
+
+
+def record(messages: list[str]) -> Recording:
+    """The untimed recording pass: every run call aklab makes, in order."""
+    cls = _recording_agent_class()
+    cls.recording = recording = Recording([], {}, {})
+    run_relay(messages, agent_class=cls)
+    return recording
+
+
+def _bare_agents(recording: Recording) -> dict[str, Any]:
+    """One bare pydantic-ai Agent per member, built as ReactAgent builds its own, minus aklab's capabilities."""
+    from pydantic_ai import Agent
+    from pydantic_ai.models.function import FunctionModel
+
+    from aklab.llm import RuntimeConfig
+
+    runtime = RuntimeConfig()
+    agents = {}
+    for name, system_prompt in recording.system_prompts.items():
+        role = name.removeprefix("@")
+        agents[name] = Agent(
+            FunctionModel(relay_brain(role), model_name=f"relay-{role.lower()}"),
+            output_type=str,
+            system_prompt=system_prompt,
+            deps_type=object,
+            tools=list(recording.tools[name]),
+            retries=runtime.retries,
+            end_strategy=runtime.end_strategy,
+        )
+    return agents
+
+
+def run_floor(recording: Recording) -> tuple[float, float, bool]:
+    """Replay the recorded calls on bare agents; (seconds, CPU seconds, outputs identical to aklab's)."""
+    from aklab.agent import StructuredOutput
+    from aklab.llm import RunUsageLimits
+
+    calls = recording.calls
+    agents = _bare_agents(recording)  # built before the clock starts (aklab's Manager is too)
+    limits = RunUsageLimits().to_pydantic_ai()
+    loop = asyncio.new_event_loop()
+    outputs = []
+    try:
+        cpu_start = time.process_time()
+        start = time.perf_counter()
+        for call in calls:
+            result = loop.run_until_complete(
+                agents[call.agent].run(
+                    call.prompt,
+                    output_type=StructuredOutput,
+                    message_history=call.history,
+                    usage_limits=limits,
+                )
+            )
+            outputs.append(result.output)
+        elapsed = time.perf_counter() - start
+        cpu = time.process_time() - cpu_start
+    finally:
+        loop.close()
+    same = outputs == [c.output for c in calls]
+    return elapsed, cpu, same
+
+
+def compare(messages: list[str], repeat: int) -> dict[str, Any]:
+    """Record once, then floor and aklab interleaved ``repeat`` times; every timing."""
+    turns = 3 * len(messages)
+    recording = record(messages)
+    if len(recording.calls) != turns:
+        raise RuntimeError(f"recorded {len(recording.calls)} run calls, expected {turns}")
+    # Interleaved (floor, aklab, floor, aklab, ...) so drift in the machine hits both alike.
+    out: dict[str, Any] = {"messages": len(messages), "turns": turns, "repeat": repeat}
+    out.update(floor_s=[], aklab_s=[], floor_cpu_s=[], aklab_cpu_s=[])
+    same = True
+    for _ in range(repeat):
+        gc.collect()
+        seconds, cpu, identical = run_floor(recording)
+        out["floor_s"].append(seconds)
+        out["floor_cpu_s"].append(cpu)
+        same = same and identical
+        gc.collect()
+        seconds, stats = run_relay(messages)
+        out["aklab_s"].append(seconds)
+        out["aklab_cpu_s"].append(stats["cpu_s"])
+    if not same:
+        raise RuntimeError("the floor replay did not reproduce aklab's outputs")
+    out["floor_outputs_identical"] = same
+    return out
+
+
+def run(*, smoke: bool = False, repeat: int = 3, context: dict[str, Any] | None = None) -> list[Figure]:
+    n = 5 if smoke else 200
+    short_n = 3 if smoke else SHORT_MESSAGES
+    repeat = 1 if smoke else repeat
+    turns = 3 * n
+    workload = WORKLOAD.format(n=n, turns=turns)
+
+    main = compare(relay_messages(n), repeat)
+    floor_s, aklab_s = min(main["floor_s"]), min(main["aklab_s"])
+    if context is not None:
+        context["b1_turns_per_s"] = turns / aklab_s
+        context["b1_seconds"] = aklab_s
+        context["b1_messages"] = n
+    short = compare(relay_messages(short_n), 1 if smoke else SHORT_REPEAT)
+    short_ratio = min(short["aklab_s"]) / min(short["floor_s"])
+    short_overhead = (min(short["aklab_s"]) - min(short["floor_s"])) / short["turns"] * 1000
+
+    return [
+        Figure(ID, workload, "aklab throughput", turns / aklab_s, "turns/s", details=main),
+        Figure(ID, workload, "floor throughput (bare pydantic-ai)", turns / floor_s, "turns/s"),
+        Figure(
+            ID,
+            workload,
+            "aklab wall / floor wall",
+            aklab_s / floor_s,
+            "x",
+            budget_max=1.10,
+            note=f"aklab {aklab_s:.3f} s vs floor {floor_s:.3f} s (best of {repeat}, interleaved)",
+        ),
+        Figure(ID, workload, "aklab overhead per turn", (aklab_s - floor_s) / turns * 1000, "ms"),
+        Figure(
+            ID,
+            workload,
+            "aklab CPU / floor CPU (all threads)",
+            min(main["aklab_cpu_s"]) / min(main["floor_cpu_s"]),
+            "x",
+            note="process CPU time: less sensitive than wall time to other load on the machine",
+        ),
+        Figure(
+            ID,
+            f"relay, short histories: the first {short_n} messages only ({short['turns']} turns)",
+            "aklab wall / floor wall",
+            short_ratio,
+            "x",
+            note=(
+                f"overhead {short_overhead:.2f} ms/turn; the floor's per-turn cost grows with the history, "
+                "aklab's does not, so the ratio is worst for short conversations"
+            ),
+            details=short,
+        ),
+    ]
