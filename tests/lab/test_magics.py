@@ -152,3 +152,12 @@ def test_argument_parsing_is_separate_from_the_work() -> None:
         parse_ask("--out 1x")
     with pytest.raises(UsageError, match="positive"):
         parse_ask("--timeout 0")
+
+
+def test_the_dashboard_magic_returns_the_live_panels(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    board, _ = run(shell, capsys, "%aklab dashboard")
+    assert repr(board) == "<Dashboard: roster, transcript, context, usage>"
+    again, _ = run(shell, capsys, "%aklab dashboard")
+    assert again is board  # one per lab, reused

@@ -159,3 +159,23 @@ def test_compaction_drops_whole_old_runs() -> None:
     assert kinds[0] == ["system-prompt", "user-prompt"]
     assert "tool-return" not in kinds[0]
     assert agent.run_sync("after", output_type=Answer).text == "a"
+
+
+def test_summarizing_compaction_replaces_old_runs_with_the_models_summary() -> None:
+    def fn(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        from pydantic_ai.messages import TextPart
+
+        if not info.output_tools:  # the summary request (output type str)
+            return ModelResponse(parts=[TextPart("We discussed turns 0 to 2.")])
+        return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, '{"text": "ok"}')])
+
+    agent, events = _agent(FunctionModel(fn), system_prompt="You are A.")
+    for i in range(4):
+        agent.run_sync(f"turn {i}", output_type=Answer)
+    removed = agent.compact_summarize(keep_runs=1)
+    assert removed > 0
+    texts = [str(p.content) for m in agent.messages for p in m.parts if p.part_kind in ("user-prompt", "system-prompt")]
+    assert texts[:2] == ["You are A.", "Summary of the earlier conversation:\nWe discussed turns 0 to 2."]
+    assert texts[-1] == "turn 3" and not any(t == "turn 0" for t in texts)
+    assert len(events) == 5  # the summary request is counted like any other
+    assert agent.run_sync("after", output_type=Answer).text == "ok"
