@@ -1,5 +1,5 @@
 """The reference README's Quick Start, imports changed to aklab and the model left at
-the default (its ``model_cfg=`` line removed). Its ``time.sleep(0.3)`` is gone too:
+the default (its ``model_cfg=`` line removed). Its 0.3 s sleep is gone too:
 ``createActor`` returns a ready address, and the test waits on the human's inbox."""
 
 from __future__ import annotations
