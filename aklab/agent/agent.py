@@ -26,7 +26,7 @@ from aklab.agent.output_models import StructuredOutput
 from aklab.agent.usage_limits import guard_usage_limits
 from aklab.agent.utils import resolve_recipient
 from aklab.core import ActorAddress, AgentCard, Akgent, CancelMessage, Message, Orchestrator
-from aklab.errors import AklabError, ModelError, RoutingError
+from aklab.errors import ActorGoneError, AklabError, ModelError, RoutingError
 from aklab.llm import AgentUsageSummary, LlmUsageEvent, aggregate_usage
 from aklab.tools import CommandDescriptor, CommandNotRecognized, CommandsAnnouncedEvent, TeamTool, ToolCard, ToolFactory
 from aklab.tools.context import markers_in
@@ -251,7 +251,11 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
             member = resolve_recipient(self, request.recipient)
             if member is None:
                 continue
-            self.send(member, AgentMessage(content=request.message, type=request.message_type))
+            try:
+                self.send(member, AgentMessage(content=request.message, type=request.message_type))
+            except ActorGoneError:  # fired or failed between lookup and delivery
+                self.report_unroutable(request.recipient, f"{member.name} stopped before the message was delivered")
+                continue
             delivered = True
         return delivered
 

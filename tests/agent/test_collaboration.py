@@ -275,3 +275,32 @@ def test_a_message_frames_itself_for_the_model(intent: str, expected: str) -> No
 
     m = AgentMessage(content="Body", type=intent, sender=ActorAddress("1", "@Human", "Human"))  # type: ignore[arg-type]
     assert m.render_for_llm() == f"{expected}\n\nBody"
+
+
+def test_a_member_that_stopped_is_reported_not_a_crash(system: ActorSystem) -> None:
+    class Stale(BaseAgent):
+        stale: ClassVar[Any] = None
+
+        def get_team_member(self, name: str) -> Any:
+            return Stale.stale  # a lookup that is out of date by the time of delivery
+
+    team = make_team(
+        system,
+        [
+            card("Manager", agent_class=Stale, model=scripted_model([_send(("@Developer", "request", "x"))])),
+            card("Developer"),
+        ],
+    )
+    developer = team.start("Developer")
+    manager = team.start("Manager")
+    team.orchestrator.stop_member(developer)
+    assert developer.ref.actor_stopped.wait(10)
+    Stale.stale = developer
+    events = Events()
+    team.orchestrator.subscribe(events)
+    team.say(manager, "go")
+    team.settle()
+    [skipped] = events.events(RoutingSkippedEvent)
+    assert skipped.reason == "@Developer stopped before the message was delivered"
+    assert [r for r in events.records if isinstance(r, ErrorMessage)] == []
+    assert manager.is_alive()
