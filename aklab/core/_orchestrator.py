@@ -130,14 +130,15 @@ class Orchestrator(Akgent[BaseConfig, Any]):
         self._record(message)
 
     def _record(self, message: OrchestratorMessage) -> None:
-        if not (isinstance(message, EventMessage) and getattr(type(message.event), "aklab_transient", False)):
-            self._recent.append(message)
+        # Transient events (e.g. streamed partial text) are fanned out, not kept.
         if isinstance(message, EventMessage):
-            # Transient events (e.g. streamed partial text) are fanned out, not kept.
             if not getattr(type(message.event), "aklab_transient", False):
+                self._recent.append(message)
                 self._events_by_type.setdefault(type(message.event), []).append(message)
-        elif isinstance(message, ErrorMessage):
-            self._errors.append(message)
+        else:
+            self._recent.append(message)
+            if isinstance(message, ErrorMessage):
+                self._errors.append(message)
         for subscriber in tuple(self._subscribers):
             try:
                 subscriber.on_message(message)

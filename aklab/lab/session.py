@@ -78,7 +78,7 @@ class Lab:
 
     # -- talking to the team ----------------------------------------------------------
     def member(self, name: str) -> ActorAddress:
-        name = name if name.startswith("@") else f"@{name}"
+        name = _at(name)
         member = self.orchestrator.get_team_member(name)
         if member is None:
             names = ", ".join(a.name for a in self.orchestrator.get_team())
@@ -156,7 +156,7 @@ class Lab:
         messages = [m.message for m in self.recorder.transcript if isinstance(m.message, AgentMessage)]
         if agent is None:
             return messages
-        name = agent if agent.startswith("@") else f"@{agent}"
+        name = _at(agent)
         return [
             m for m in messages if name in (m.sender.name if m.sender else "", m.recipient.name if m.recipient else "")
         ]
@@ -166,7 +166,7 @@ class Lab:
         updates = list(self.recorder.context_updates)
         if agent is None:
             return updates
-        name = agent if agent.startswith("@") else f"@{agent}"
+        name = _at(agent)
         return [u for u in updates if u.agent == name]
 
     def usage(self, by: str = "agent") -> pd.DataFrame:
@@ -223,6 +223,11 @@ class Lab:
 
     def __repr__(self) -> str:
         return f"<Lab team={self.spec.name!r} entry={self.entry.name}>"
+
+
+def _at(name: str) -> str:
+    """Member names are ``@Name``; accept ``Name`` too."""
+    return name if name.startswith("@") else f"@{name}"
 
 
 def format_message(message: AgentMessage) -> str:
