@@ -9,7 +9,7 @@ from typing import Any, TypeVar, cast
 import pykka
 
 from aklab.core._address import ActorAddress
-from aklab.core._akgent import Akgent, _TellCall
+from aklab.core._akgent import Akgent, _TellCall, flush_records
 from aklab.core._config import BaseConfig
 from aklab.core._directory import TeamDirectory
 from aklab.core._mailbox import Activity
@@ -33,6 +33,7 @@ class _AskProxy:
         self._timeout = timeout
 
     def __getattr__(self, name: str) -> Any:
+        flush_records()  # an actor that asks another sends its batched records first, in order
         attr = getattr(self._proxy, name)
         timeout = self._timeout
         address = self._address
@@ -41,6 +42,7 @@ class _AskProxy:
             return _get(attr, address, timeout)
 
         def call(*args: Any, **kwargs: Any) -> Any:
+            flush_records()
             return _get(attr(*args, **kwargs), address, timeout)
 
         return call
