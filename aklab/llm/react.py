@@ -1,4 +1,4 @@
-"""ReactAgent: one pydantic-ai Agent per aklab agent; its runs go to the shared run loop.
+"""ReactAgent: one pydantic-ai Agent per aklab agent, run on the actor's own thread.
 
 It owns the agent's conversation (message history), runs one REACT loop per call, and
 reports the usage of every model request and every tool call through callbacks. The
@@ -18,9 +18,11 @@ pydantic-ai ``Agent`` is built once; the output type is chosen per run.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -41,7 +43,6 @@ from aklab.llm.config import CompactionConfig, ModelConfig, RuntimeConfig
 from aklab.llm.limits import AgentBudget, AgentUsageLimits, RunUsageLimitError, RunUsageLimits
 from aklab.llm.models import build_model
 from aklab.llm.recovery import LimitRecoveryCapability, NoFunctionTools, closed_history
-from aklab.llm.runloop import shared_run_loop
 from aklab.llm.streaming import DEFAULT_MIN_CHARS, OutputStreamer, StreamSink, model_can_stream, streams_messages
 from aklab.llm.usage import LlmUsageEvent, ToolCallEvent
 
@@ -80,7 +81,6 @@ class ReactAgent:
         on_tool_call: ToolSink | None = None,
         on_stream: StreamSink | None = None,
         stream_min_chars: int = DEFAULT_MIN_CHARS,
-        before_run: Callable[[], None] | None = None,
     ) -> None:
         self.name = name
         self.role = role
@@ -94,15 +94,15 @@ class ReactAgent:
         self.on_tool_call = on_tool_call
         self.on_stream = on_stream
         self.stream_min_chars = stream_min_chars
-        self.before_run = before_run
-        """Called on the caller's thread as each run starts, before it blocks on the loop."""
         self.messages: list[ModelMessage] = []
         self.system_prompt = system_prompt
         self.current_run_id: str | None = None
         self._model_label = self.model_cfg.label
         self._context_size = 0
-        # Every agent's runs go to one shared loop (aklab.llm.runloop says why).
-        self._run_loop = shared_run_loop()
+        # One event loop per agent, closed with it: run_sync would leave a loop open
+        # on every actor thread.
+        self._loop = asyncio.new_event_loop()
+        self._finalizer = weakref.finalize(self, self._loop.close)
         model = build_model(self.model_cfg)
         self._can_stream = runtime.stream and model_can_stream(model)
         self._agent: Agent[Any, Any] = Agent(
@@ -157,8 +157,6 @@ class ReactAgent:
         limits: UsageLimits,
         capabilities: Sequence[Any] = (),
     ) -> T:
-        if self.before_run is not None:
-            self.before_run()
         run_id = uuid.uuid4().hex
         self.budget.start_run(run_id)
         self.current_run_id = run_id
@@ -168,7 +166,7 @@ class ReactAgent:
         streamer = self._streamer(run_id, output_type)
         try:
             with capture_run_messages() as captured:
-                result = self._run_loop.run(
+                result = self._loop.run_until_complete(
                     self._agent.run(
                         prompt,
                         deps=deps,
@@ -330,7 +328,8 @@ class ReactAgent:
         self._context_size = 0
 
     def close(self) -> None:
-        """Called when the owning actor stops; the shared run loop outlives any one agent."""
+        """Release the event loop (called when the owning actor stops)."""
+        self._finalizer()
 
 
 def _first_sentence(error: Exception) -> str:
