@@ -27,6 +27,7 @@ __all__ = [
     "REPO",
     "Figure",
     "best_of",
+    "context_switches",
     "relay_brain",
     "relay_messages",
     "relay_team",
@@ -132,6 +133,26 @@ def rss_mb() -> float:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
     raise RuntimeError("no VmRSS in /proc/self/status")
+
+
+def context_switches() -> int:
+    """Voluntary + involuntary context switches of every thread of this process so far (Linux).
+
+    A thread that has ended is no longer counted, so take both readings while the threads
+    being measured are alive. 0 where /proc is missing.
+    """
+    total = 0
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return 0
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/status") as f:
+                total += sum(int(line.split()[1]) for line in f if "ctxt_switches" in line)
+        except OSError:
+            continue
+    return total
 
 
 def run_module_json(module: str, *args: str, timeout: float = 300.0) -> Any:
