@@ -85,7 +85,6 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
             on_usage=self.notify_event,
             on_tool_call=self.notify_event,
             on_stream=self.notify_event,
-            before_run=self.flush_records,
         )
         self.notify_event(CommandsAnnouncedEvent(agent=self.config.name, commands=self._command_registry.descriptors()))
 

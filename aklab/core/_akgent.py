@@ -4,17 +4,13 @@ A handler that raises does not kill the actor: the failure is reported to the
 orchestrator as an :class:`ErrorMessage` (seen by every subscriber) and the actor goes
 on with its next message.
 
-Records for the orchestrator that a handler produces on the actor's own thread are sent
-together, as one mailbox item, when the handler ends or before the actor blocks (a model
-run, an ask to another actor): one wake-up of the orchestrator per step instead of one
-per record, in the same order (bench B1 counted ten wake-ups per LLM turn before).
-Records produced on other threads (a tool's worker, the run loop) go out at once.
+Records about the team (sent messages, events, errors) go straight into the team's
+:class:`TeamLog` on the thread that makes them; see ``aklab.core._log``.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
@@ -24,6 +20,7 @@ import pykka
 from aklab.core._address import ActorAddress
 from aklab.core._config import BaseConfig, BaseState
 from aklab.core._directory import TeamDirectory
+from aklab.core._log import TeamLog
 from aklab.core._mailbox import Mailbox
 from aklab.core._messages import (
     ErrorMessage,
@@ -61,28 +58,6 @@ class _TellCall:
         return f"<call {self.name}>"
 
 
-class _RecordBatch:
-    """Orchestrator records an actor produced during one step, delivered in order."""
-
-    __slots__ = ("records",)
-
-    def __init__(self, records: list[OrchestratorMessage]) -> None:
-        self.records = records
-
-    def __repr__(self) -> str:
-        return f"<{len(self.records)} records>"
-
-
-_pending = threading.local()
-
-
-def flush_records() -> None:
-    """Send the records the actor running on this thread has batched (no-op elsewhere)."""
-    actor = getattr(_pending, "actor", None)
-    if actor is not None:
-        actor.flush_records()
-
-
 class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
     """Base actor of aklab. Subclasses add ``receiveMsg_<MessageClass>`` handlers."""
 
@@ -98,6 +73,7 @@ class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
         aklab_team_id: str = "",
         aklab_agent_id: str | None = None,
         aklab_directory: TeamDirectory | None = None,
+        aklab_log: TeamLog | None = None,
     ) -> None:
         super().__init__()
         if config is None:
@@ -108,6 +84,7 @@ class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
         self._system = aklab_system
         self._orchestrator = aklab_orchestrator
         self.directory = aklab_directory
+        self._log = aklab_log
         self.myAddress = ActorAddress(
             aklab_agent_id or uuid.uuid4().hex,
             config.name,
@@ -117,7 +94,6 @@ class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
             ref=self.actor_ref,
         )
         self.current_message: Message | None = None
-        self._batch: list[OrchestratorMessage] | None = None
 
     # -- pykka wiring ---------------------------------------------------------------
     @staticmethod
@@ -139,18 +115,14 @@ class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
 
     def on_stop(self) -> None:
         # Whatever is still queued will never be handled: stop counting it as work.
-        pending = sum(1 for m in self.mailbox.messages() if isinstance(m, Message | _TellCall | _RecordBatch))
+        pending = sum(1 for m in self.mailbox.messages() if isinstance(m, Message | _TellCall))
         if pending and self._system is not None:
             self._system.activity.end(pending)
 
     def on_receive(self, message: Any) -> Any:
-        self._batch = []
-        _pending.actor = self
         try:
             if isinstance(message, _TellCall):
                 getattr(self, message.name)(*message.args, **message.kwargs)
-            elif isinstance(message, _RecordBatch):
-                self._dispatch_each(message.records)
             elif isinstance(message, Message):
                 self._dispatch(message)
             else:
@@ -158,19 +130,8 @@ class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
         except Exception as exc:  # the actor survives its handlers
             self._report_error(exc, message if isinstance(message, Message) else None)
         finally:
-            # Before the step's own activity ends, so the team never looks idle between.
-            self.flush_records()
-            self._batch = None
-            _pending.actor = None
             if self._system is not None:
                 self._system.activity.end()
-
-    def _dispatch_each(self, records: list[OrchestratorMessage]) -> None:
-        for record in records:
-            try:
-                self._dispatch(record)
-            except Exception as exc:  # one bad record does not drop the rest
-                self._report_error(exc, record)
 
     def _dispatch(self, message: Message) -> None:
         handler = self._find_handler(type(message))
@@ -236,38 +197,22 @@ class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
             raise
 
     def _notify(self, record: OrchestratorMessage) -> None:
-        """Send a record to the orchestrator (no-op for actors outside a team).
-
-        On the actor's own thread, during a step, the record joins the step's batch.
-        """
+        """Record into the team's log on this thread (no-op for actors outside a team)."""
         if record.sender is None:
             record.sender = self.myAddress
+        if self._log is not None:
+            self._log.record(record)
+            return
         target = self._orchestrator
         if target is None:
             return
         if target == self.myAddress:
             self._dispatch(record)
             return
-        batch = self._batch
-        if batch is not None and getattr(_pending, "actor", None) is self:
-            batch.append(record)
-            return
-        self._deliver(target, record)
-
-    def flush_records(self) -> None:
-        """Send the step's batched records now (call before blocking on other work)."""
-        batch = self._batch
-        target = self._orchestrator
-        if not batch or target is None or getattr(_pending, "actor", None) is not self:
-            return
-        self._batch = []
-        self._deliver(target, batch[0] if len(batch) == 1 else _RecordBatch(batch))
-
-    def _deliver(self, target: ActorAddress, item: Any) -> None:
         try:
-            self._tell(target, item)
+            self._tell(target, record)
         except ActorGoneError:
-            log.debug("orchestrator gone; dropped %r", item)
+            log.debug("orchestrator gone; dropped %s", type(record).__name__)
 
     def notify_event(self, event: Any) -> None:
         """Publish ``event`` to the orchestrator's subscribers."""

@@ -1,15 +1,14 @@
 """Orchestrator: the team's registry of members and roles, and its event hub.
 
 It never blocks on another agent (so agents may ask it things from their own threads
-without risking a deadlock) and it fans every record out to the subscribers. A
-subscriber that raises is logged and kept; it cannot take the orchestrator down.
+without risking a deadlock). It owns the team's :class:`TeamLog`, which every member
+records into on its own thread; the orchestrator's record methods read that log.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections import deque
 from typing import Any
 
 from aklab.core._address import ActorAddress
@@ -17,6 +16,7 @@ from aklab.core._akgent import Akgent
 from aklab.core._card import AgentCard
 from aklab.core._config import BaseConfig
 from aklab.core._directory import TeamDirectory
+from aklab.core._log import TeamLog
 from aklab.core._messages import (
     ErrorMessage,
     EventMessage,
@@ -31,9 +31,6 @@ __all__ = ["Orchestrator"]
 
 log = logging.getLogger("aklab.core")
 
-#: How many records the orchestrator keeps in memory for late subscribers.
-RECENT_RECORDS = 10_000
-
 
 class Orchestrator(Akgent[BaseConfig, Any]):
     """Knows the roster and the role cards; records and fans out everything."""
@@ -45,10 +42,8 @@ class Orchestrator(Akgent[BaseConfig, Any]):
         self._orchestrator = self.myAddress
         self.team_directory = TeamDirectory()
         self.directory = self.team_directory
-        self._subscribers: list[EventSubscriber] = []
-        self._recent: deque[OrchestratorMessage] = deque(maxlen=RECENT_RECORDS)
-        self._events_by_type: dict[type, list[EventMessage]] = {}
-        self._errors: list[ErrorMessage] = []
+        self.team_log = TeamLog()
+        self._log = self.team_log
 
     # -- roles ------------------------------------------------------------------------
     def register_agent_profiles(self, cards: list[AgentCard]) -> None:
@@ -76,6 +71,7 @@ class Orchestrator(Akgent[BaseConfig, Any]):
             orchestrator=self.myAddress,
             team_id=self.myAddress.team_id,
             directory=self.team_directory,
+            team_log=self.team_log,
         )
         self.team_directory.add_member(address)
         self._record(StartMessage(sender=address, config=config))
@@ -120,52 +116,29 @@ class Orchestrator(Akgent[BaseConfig, Any]):
 
     # -- records and subscribers -------------------------------------------------------
     def subscribe(self, subscriber: EventSubscriber) -> None:
-        self._subscribers.append(subscriber)
+        self.team_log.subscribe(subscriber)
 
     def unsubscribe(self, subscriber: EventSubscriber) -> None:
-        if subscriber in self._subscribers:
-            self._subscribers.remove(subscriber)
+        self.team_log.unsubscribe(subscriber)
 
     def receiveMsg_OrchestratorMessage(self, message: OrchestratorMessage, sender: ActorAddress | None) -> None:
+        # Records told rather than logged (from an actor created outside the team's wiring).
         self._record(message)
 
     def _record(self, message: OrchestratorMessage) -> None:
-        # Transient events (e.g. streamed partial text) are fanned out, not kept.
-        if isinstance(message, EventMessage):
-            if not getattr(type(message.event), "aklab_transient", False):
-                self._recent.append(message)
-                self._events_by_type.setdefault(type(message.event), []).append(message)
-        else:
-            self._recent.append(message)
-            if isinstance(message, ErrorMessage):
-                self._errors.append(message)
-        for subscriber in tuple(self._subscribers):
-            try:
-                subscriber.on_message(message)
-            except Exception:
-                log.exception("subscriber %r failed; it stays subscribed", subscriber)
+        self.team_log.record(message)
 
     def get_messages(self) -> list[OrchestratorMessage]:
         """The most recent records (bounded)."""
-        return list(self._recent)
+        return self.team_log.messages()
 
     def get_events(self, event_type: type | None = None) -> list[EventMessage]:
         """Every ``EventMessage`` (of ``event_type`` and its subclasses, if given)."""
-        out: list[EventMessage] = []
-        for klass, events in self._events_by_type.items():
-            if event_type is None or issubclass(klass, event_type):
-                out.extend(events)
-        if event_type is None or len(self._events_by_type) > 1:
-            out.sort(key=lambda m: m.created_at)
-        return out
+        return self.team_log.events(event_type)
 
     def get_errors(self) -> list[ErrorMessage]:
-        return list(self._errors)
+        return self.team_log.errors()
 
     def on_stop(self) -> None:
         super().on_stop()
-        for subscriber in tuple(self._subscribers):
-            try:
-                subscriber.on_stop()
-            except Exception:
-                log.exception("subscriber %r failed on stop", subscriber)
+        self.team_log.stop()

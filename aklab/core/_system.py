@@ -9,9 +9,10 @@ from typing import Any, TypeVar, cast
 import pykka
 
 from aklab.core._address import ActorAddress
-from aklab.core._akgent import Akgent, _TellCall, flush_records
+from aklab.core._akgent import Akgent, _TellCall
 from aklab.core._config import BaseConfig
 from aklab.core._directory import TeamDirectory
+from aklab.core._log import TeamLog
 from aklab.core._mailbox import Activity
 from aklab.errors import ActorGoneError, ConfigError
 
@@ -33,7 +34,6 @@ class _AskProxy:
         self._timeout = timeout
 
     def __getattr__(self, name: str) -> Any:
-        flush_records()  # an actor that asks another sends its batched records first, in order
         attr = getattr(self._proxy, name)
         timeout = self._timeout
         address = self._address
@@ -42,7 +42,6 @@ class _AskProxy:
             return _get(attr, address, timeout)
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            flush_records()
             return _get(attr(*args, **kwargs), address, timeout)
 
         return call
@@ -93,6 +92,7 @@ class ActorSystem:
         orchestrator: ActorAddress | None = None,
         team_id: str = "",
         directory: TeamDirectory | None = None,
+        team_log: TeamLog | None = None,
     ) -> ActorAddress:
         """Start ``actor_class`` and return its address."""
         if not (isinstance(actor_class, type) and issubclass(actor_class, Akgent)):
@@ -105,6 +105,7 @@ class ActorSystem:
             aklab_team_id=team_id,
             aklab_agent_id=agent_id,
             aklab_directory=directory,
+            aklab_log=team_log,
         )
         # Built here rather than asked of the actor: its on_start may itself be waiting
         # on whoever is creating it (e.g. the orchestrator), and asking would deadlock.

@@ -81,7 +81,6 @@ class ReactAgent:
         on_tool_call: ToolSink | None = None,
         on_stream: StreamSink | None = None,
         stream_min_chars: int = DEFAULT_MIN_CHARS,
-        before_run: Callable[[], None] | None = None,
     ) -> None:
         self.name = name
         self.role = role
@@ -95,8 +94,6 @@ class ReactAgent:
         self.on_tool_call = on_tool_call
         self.on_stream = on_stream
         self.stream_min_chars = stream_min_chars
-        self.before_run = before_run
-        """Called as each run starts, before the thread blocks on the model."""
         self.messages: list[ModelMessage] = []
         self.system_prompt = system_prompt
         self.current_run_id: str | None = None
@@ -160,8 +157,6 @@ class ReactAgent:
         limits: UsageLimits,
         capabilities: Sequence[Any] = (),
     ) -> T:
-        if self.before_run is not None:
-            self.before_run()
         run_id = uuid.uuid4().hex
         self.budget.start_run(run_id)
         self.current_run_id = run_id
