@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import queue
 import statistics
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -197,19 +199,74 @@ def record_checked(messages: list[str]) -> Recording:
     return recording
 
 
+def run_floor_threaded(recording: Recording) -> tuple[float, bool]:
+    """The floor's calls, each member's on its own thread, handed over through queues.
+
+    No aklab code at all: what running every agent on a thread of its own costs by itself
+    (aklab's actors each have one). Returns (seconds, outputs identical to aklab's).
+    """
+    from aklab.agent import StructuredOutput
+    from aklab.llm import RunUsageLimits
+
+    agents = _bare_agents(recording)
+    limits = RunUsageLimits().to_pydantic_ai()
+    inboxes: dict[str, queue.SimpleQueue[Any]] = {name: queue.SimpleQueue() for name in agents}
+    done: queue.SimpleQueue[Any] = queue.SimpleQueue()
+
+    def serve(name: str) -> None:
+        loop = asyncio.new_event_loop()
+        try:
+            while (call := inboxes[name].get()) is not None:
+                try:
+                    result = loop.run_until_complete(
+                        agents[name].run(
+                            call.prompt, output_type=StructuredOutput, message_history=call.history, usage_limits=limits
+                        )
+                    )
+                    done.put(result.output)
+                except BaseException as exc:  # hand the failure to the waiting side
+                    done.put(exc)
+        finally:
+            loop.close()
+
+    threads = [threading.Thread(target=serve, args=(name,), daemon=True) for name in agents]
+    for thread in threads:
+        thread.start()
+    outputs = []
+    try:
+        start = time.perf_counter()
+        for call in recording.calls:
+            inboxes[call.agent].put(call)
+            output = done.get()
+            if isinstance(output, BaseException):
+                raise RuntimeError("threaded floor: a replayed call failed") from output
+            outputs.append(output)
+        elapsed = time.perf_counter() - start
+    finally:
+        for inbox in inboxes.values():
+            inbox.put(None)
+        for thread in threads:
+            thread.join()
+    return elapsed, outputs == [c.output for c in recording.calls]
+
+
 def compare(messages: list[str], repeat: int, recording: Recording | None = None) -> dict[str, Any]:
     """Whole runs, floor and aklab interleaved ``repeat`` times; every timing."""
     turns = 3 * len(messages)
     recording = recording or record_checked(messages)
     # Interleaved (floor, aklab, floor, aklab, ...) so drift in the machine hits both alike.
     out: dict[str, Any] = {"messages": len(messages), "turns": turns, "repeat": repeat}
-    out.update(floor_s=[], aklab_s=[], floor_cpu_s=[], aklab_cpu_s=[])
+    out.update(floor_s=[], aklab_s=[], floor_cpu_s=[], aklab_cpu_s=[], floor_threaded_s=[])
     same = True
     for _ in range(repeat):
         gc.collect()
         seconds, cpu, identical = run_floor(recording)
         out["floor_s"].append(seconds)
         out["floor_cpu_s"].append(cpu)
+        same = same and identical
+        gc.collect()
+        seconds, identical = run_floor_threaded(recording)
+        out["floor_threaded_s"].append(seconds)
         same = same and identical
         gc.collect()
         seconds, stats = run_relay(messages)
@@ -367,6 +424,17 @@ def run(*, smoke: bool = False, repeat: int = 3, context: dict[str, Any] | None 
                 + ", ".join(f"{r:.2f}" for r in paired)
                 + " (the budgeted definition; lockstep cancels the machine's drift but also hands the floor "
                 "some of aklab's cache misses)"
+            ),
+        ),
+        Figure(
+            ID,
+            workload,
+            "floor on one thread per member (no aklab code) / floor",
+            min(main["floor_threaded_s"]) / floor_s,
+            "x",
+            note=(
+                "the same calls, each member's on its own thread, handed over through queues: "
+                "what a thread per agent costs by itself on this machine"
             ),
         ),
         Figure(ID, workload, "aklab overhead per turn", (aklab_s - floor_s) / turns * 1000, "ms"),
