@@ -8,8 +8,9 @@ __all__ = ["EventSubscriber"]
 
 
 class EventSubscriber:
-    """Override ``on_message``. Called on the orchestrator's thread: keep it quick,
-    and hand work to another thread (or a widget's thread-safe queue) if it is not."""
+    """Override ``on_message``. Called on the thread of the member that made the record,
+    one record at a time under the team log's lock: keep it quick, never wait on an actor
+    from it, and hand slow work to another thread (or a widget's thread-safe queue)."""
 
     def on_message(self, message: Message) -> None:  # pragma: no cover - interface
         """Receive one orchestrator record (SentMessage, EventMessage, ErrorMessage, ...)."""

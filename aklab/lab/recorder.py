@@ -1,6 +1,7 @@
 """TeamRecorder: the lab's subscriber. Keeps the transcript, usage and errors.
 
-It runs on the orchestrator's thread and only appends to lists (atomic in CPython);
+It is called on the recording member's thread, one record at a time (the team log's
+lock), and only appends to lists (atomic in CPython);
 readers copy what they need. Listeners (console printer, widgets) are called with
 each record and must not block.
 """

@@ -1,7 +1,8 @@
 """PanelModel, Panel and PanelHub: the thread-safe path from records to widget traits.
 
-Records reach the lab on the orchestrator's thread (``TeamRecorder.listeners``). Each
-panel is split in two:
+Records reach the lab on the thread of the member that made them
+(``TeamRecorder.listeners``, called through the team's ``TeamLog``). Each panel is split
+in two:
 
 - a **model** (:class:`PanelModel`): plain Python state behind a lock, updated by
   ``feed(record)`` from any thread, that hands out immutable *views* together with a
