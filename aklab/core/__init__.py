@@ -5,6 +5,7 @@ from aklab.core._akgent import Akgent
 from aklab.core._card import AgentCard
 from aklab.core._config import BaseConfig, BaseState
 from aklab.core._directory import TeamDirectory
+from aklab.core._log import TeamLog
 from aklab.core._mailbox import Activity, Mailbox
 from aklab.core._messages import (
     CancelMessage,
@@ -45,5 +46,6 @@ __all__ = [
     "StateChangedMessage",
     "StopMessage",
     "TeamDirectory",
+    "TeamLog",
     "UserProxy",
 ]

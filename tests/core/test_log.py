@@ -5,8 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from aklab.core import ActorSystem, BaseConfig, EventMessage, Message, Orchestrator, SentMessage, UserProxy
-from aklab.core._log import TeamLog
+from aklab.core import ActorSystem, BaseConfig, EventMessage, Message, Orchestrator, SentMessage, TeamLog, UserProxy
 from aklab.core._mailbox import Mailbox
 from tests.core.test_actors import Counter, Ping, Recorder
 
