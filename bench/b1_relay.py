@@ -161,9 +161,18 @@ def _bare_agents(recording: Recording) -> dict[str, Any]:
     return agents
 
 
+def _replay(loop: asyncio.AbstractEventLoop, agent: Any, call: RecordedCall, limits: Any) -> Any:
+    """One floor call: the recorded prompt and history on a bare agent; its output."""
+    from aklab.agent import StructuredOutput
+
+    result = loop.run_until_complete(
+        agent.run(call.prompt, output_type=StructuredOutput, message_history=call.history, usage_limits=limits)
+    )
+    return result.output
+
+
 def run_floor(recording: Recording) -> tuple[float, float, bool]:
     """Replay the recorded calls on bare agents; (seconds, CPU seconds, outputs identical to aklab's)."""
-    from aklab.agent import StructuredOutput
     from aklab.llm import RunUsageLimits
 
     calls = recording.calls
@@ -175,15 +184,7 @@ def run_floor(recording: Recording) -> tuple[float, float, bool]:
         cpu_start = time.process_time()
         start = time.perf_counter()
         for call in calls:
-            result = loop.run_until_complete(
-                agents[call.agent].run(
-                    call.prompt,
-                    output_type=StructuredOutput,
-                    message_history=call.history,
-                    usage_limits=limits,
-                )
-            )
-            outputs.append(result.output)
+            outputs.append(_replay(loop, agents[call.agent], call, limits))
         elapsed = time.perf_counter() - start
         cpu = time.process_time() - cpu_start
     finally:
@@ -205,7 +206,6 @@ def run_floor_threaded(recording: Recording) -> tuple[float, bool]:
     No aklab code at all: what running every agent on a thread of its own costs by itself
     (aklab's actors each have one). Returns (seconds, outputs identical to aklab's).
     """
-    from aklab.agent import StructuredOutput
     from aklab.llm import RunUsageLimits
 
     agents = _bare_agents(recording)
@@ -218,12 +218,7 @@ def run_floor_threaded(recording: Recording) -> tuple[float, bool]:
         try:
             while (call := inboxes[name].get()) is not None:
                 try:
-                    result = loop.run_until_complete(
-                        agents[name].run(
-                            call.prompt, output_type=StructuredOutput, message_history=call.history, usage_limits=limits
-                        )
-                    )
-                    done.put(result.output)
+                    done.put(_replay(loop, agents[name], call, limits))
                 except BaseException as exc:  # hand the failure to the waiting side
                     done.put(exc)
         finally:
@@ -312,7 +307,6 @@ def lockstep(messages: list[str], recording: Recording, rounds: int, *, split: b
     within milliseconds of each other. With ``split``, one more round on agents that time
     their pydantic-ai runs says how aklab's time divides between inside and outside runs.
     """
-    from aklab.agent import StructuredOutput
     from aklab.lab import Lab
     from aklab.llm import RunUsageLimits
 
@@ -333,12 +327,7 @@ def lockstep(messages: list[str], recording: Recording, rounds: int, *, split: b
             for i, text in enumerate(messages):
                 start = time.perf_counter()
                 for call in recording.calls[3 * i : 3 * i + 3]:
-                    result = loop.run_until_complete(
-                        agents[call.agent].run(
-                            call.prompt, output_type=StructuredOutput, message_history=call.history, usage_limits=limits
-                        )
-                    )
-                    outputs.append(result.output)
+                    outputs.append(_replay(loop, agents[call.agent], call, limits))
                 middle = time.perf_counter()
                 lab.ask(text, timeout=ASK_TIMEOUT)
                 floor_s += middle - start
