@@ -1,23 +1,32 @@
 """Settings for the LLM layer: which model, which prompt, how runs behave.
 
 ``ModelConfig()`` is the offline demo model, so everything runs with no key and no
-network. A real provider is ``ModelConfig(provider="openai", model="gpt-4.1")``; any
-OpenAI-compatible server is ``ModelConfig(provider="openai", model=..., base_url=...)``.
+network. A real model is named by a spec, ``provider:model`` plus options::
+
+    ModelConfig.parse("openai:gpt-4.1")
+    ModelConfig.parse("local:smollm2")                      # llama.cpp on 127.0.0.1:8080
+    ModelConfig.parse("openai-compatible:qwen3", base_url="http://gpu-box:8000/v1")
+
+``aklab.llm.profiles`` turns a config into a pydantic-ai model, one profile per family.
 A ready pydantic-ai ``Model`` object (``FunctionModel`` in tests) may be given as
-``model=`` instead of a name, and then ``provider`` is ignored.
+``model=`` instead of a name; ``provider`` is then ignored, and copies of the config share
+that object (a model holds clients and locks, which cannot be copied).
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Any, Literal, Self, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer
 
 __all__ = [
     "DEMO_MODEL_NAME",
     "DEMO_PROVIDER",
+    "OUTPUT_MODES",
     "CompactionConfig",
     "ModelConfig",
+    "OutputModeSetting",
     "PromptTemplate",
     "RuntimeConfig",
 ]
@@ -25,27 +34,60 @@ __all__ = [
 DEMO_PROVIDER = "demo"
 DEMO_MODEL_NAME = "aklab-demo"
 
+OutputModeSetting = Literal["auto", "tool", "native", "prompted", "text"]
+OUTPUT_MODES: tuple[str, ...] = get_args(OutputModeSetting)
+
 
 class ModelConfig(BaseModel):
-    """Which model an agent talks to."""
+    """Which model an agent talks to, and how aklab talks to it."""
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     provider: str = DEMO_PROVIDER
-    """``demo`` (offline, default), or a pydantic-ai provider: openai, anthropic,
-    google, mistral, openrouter, ..."""
+    """The model family: ``demo`` (offline, default), ``openai``, ``openai-compatible``,
+    ``local``, ``anthropic``, ``google``, ``mistral`` or ``openrouter``."""
     model: Any = DEMO_MODEL_NAME
-    """A model name for the provider, or a pydantic-ai ``Model`` object."""
+    """A model name for the provider, or a ready pydantic-ai ``Model`` object."""
     base_url: str | None = None
-    """Endpoint of an OpenAI-compatible server (Ollama, vLLM, llama.cpp)."""
+    """Endpoint of an OpenAI-compatible server (llama.cpp, Ollama, vLLM), or another
+    endpoint for the provider's API. ``openai`` with a base URL uses Chat Completions."""
     api_key_env: str | None = None
-    """Name of the environment variable holding the key (never the key itself)."""
-    temperature: float | None = None
-    max_tokens: int | None = None
-    context_length: int | None = None
+    """Name of the environment variable holding the key (never the key itself); None
+    means the provider's usual one (``OPENAI_API_KEY``, ...). Local servers need none."""
+    temperature: float | None = Field(default=None, ge=0)
+    """Sampling temperature sent to the model; None leaves the server's default."""
+    max_tokens: int | None = Field(default=None, gt=0)
+    """Cap on the tokens of one response, sent in the server's dialect (``max_tokens``
+    or ``max_completion_tokens``); None leaves the server's default."""
+    timeout: float | None = Field(default=None, gt=0)
+    """HTTP timeout of one request in seconds; None uses ``RuntimeConfig.http_timeout``."""
+    retries: int | None = Field(default=None, ge=0)
+    """How often the provider's SDK retries a failed request; None means 1."""
+    output_mode: OutputModeSetting = "auto"
+    """How the model returns structured output: ``tool`` (an output-tool call),
+    ``native`` (a JSON-schema response format), ``prompted`` (JSON described in the
+    prompt, grammar-constrained where the server can), ``text`` (plain text only), or
+    ``auto``: the family's default (``prompted`` for local and OpenAI-compatible servers,
+    ``tool`` elsewhere)."""
+    context_length: int | None = Field(default=None, gt=0)
     """Context window in tokens; setting it turns on automatic compaction."""
-    demo_latency: float = 0.0
+    demo_latency: float = Field(default=0.0, ge=0)
     """Demo model only: simulated seconds of thinking per model request (0 = instant)."""
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Self:
+        # A ready Model holds HTTP clients and locks: copies share it, like a reference.
+        memo = {} if memo is None else memo
+        if not isinstance(self.model, str):
+            memo[id(self.model)] = self.model
+        return super().__deepcopy__(memo)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        if deep and not isinstance(self.model, str) and not (update and "model" in update):
+            copied = super().model_copy(update={**(update or {}), "model": self.model}, deep=True)
+            if "model" not in self.model_fields_set:
+                copied.model_fields_set.discard("model")
+            return copied
+        return super().model_copy(update=update, deep=deep)
 
     @field_serializer("model")
     def _serialize_model(self, model: Any) -> str:
@@ -53,20 +95,39 @@ class ModelConfig(BaseModel):
 
     @property
     def label(self) -> str:
-        """``provider:model`` for display (``demo:aklab-demo``)."""
+        """``provider:model`` for display (``demo:aklab-demo``); a ready model's name."""
         if isinstance(self.model, str):
             return f"{self.provider}:{self.model}"
         return str(getattr(self.model, "model_name", type(self.model).__name__))
 
     @classmethod
-    def parse(cls, spec: str) -> ModelConfig:
-        """``"openai:gpt-4.1"`` -> ``ModelConfig(provider="openai", model="gpt-4.1")``."""
-        provider, sep, model = spec.partition(":")
-        if not sep or not provider or not model:
-            from aklab.errors import ConfigError
+    def parse(cls, spec: str, **options: Any) -> ModelConfig:
+        """``"openai:gpt-4.1"`` -> ``ModelConfig(provider="openai", model="gpt-4.1")``.
 
+        ``options`` are the other fields (``base_url=``, ``temperature=``, ...); options
+        that are None are left at their defaults. Mistakes raise a one-line ``ConfigError``.
+        """
+        from aklab.errors import ConfigError
+
+        provider, sep, model = spec.strip().partition(":")
+        if not sep or not provider or not model:
             raise ConfigError(f"model spec {spec!r} must look like 'provider:model', e.g. 'openai:gpt-4.1'")
-        return cls(provider=provider, model=model)
+        given = {k: v for k, v in options.items() if v is not None}
+        try:
+            return cls(provider=provider, model=model, **given)
+        except ValidationError as exc:
+            raise ConfigError(f"model {spec!r}: {_first_error(exc)}") from exc
+
+
+def _first_error(exc: ValidationError) -> str:
+    """One line for the first problem: ``output_mode: use one of auto, tool, ...``."""
+    error = exc.errors()[0]
+    where = ".".join(str(p) for p in error["loc"])
+    if error["type"] == "extra_forbidden":
+        return f"unknown option {where!r}"
+    if where == "output_mode":
+        return f"unknown output_mode {error.get('input')!r}: use one of {', '.join(OUTPUT_MODES)}"
+    return f"{where}: {error['msg']}"
 
 
 class PromptTemplate(BaseModel):
@@ -83,10 +144,15 @@ class RuntimeConfig(BaseModel):
     """How a run behaves: retries, end strategy, parallel tools, HTTP client."""
 
     retries: int = 3
+    """Retries of a tool call the model got wrong (pydantic-ai's ``retries``)."""
     output_retries: int | None = None
+    """Retries of an output the model got wrong; None means ``retries``."""
     end_strategy: Literal["early", "exhaustive", "graceful"] = "exhaustive"
+    """What pydantic-ai does with tool calls made next to the final output."""
     parallel_tool_calls: bool = True
+    """Let the model call several tools in one response (sent where the API takes it)."""
     http_timeout: float = 120.0
+    """HTTP timeout of one model request in seconds, unless ``ModelConfig.timeout`` is set."""
     stream: bool = True
     """Stream the model's output so outgoing messages can be shown while they are written
     (only when the model can stream and someone listens: ``ReactAgent(on_stream=...)``)."""

@@ -1,0 +1,20 @@
+"""The offline demo model: no key, no network, tool output."""
+
+from __future__ import annotations
+
+from aklab.llm.profiles._base import BuildContext, Family, ResolvedModel
+
+__all__ = ["FAMILY", "DemoFamily"]
+
+
+class DemoFamily(Family):
+    name = "demo"
+
+    def build(self, ctx: BuildContext) -> ResolvedModel:
+        from aklab.llm.demo import demo_model
+
+        model = demo_model(ctx.name, latency=ctx.cfg.demo_latency)
+        return ctx.resolved(model, self.profile(ctx), ctx.settings(http=False))
+
+
+FAMILY = DemoFamily()

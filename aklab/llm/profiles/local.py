@@ -1,0 +1,31 @@
+"""A named local server: ``local:NAME`` is an OpenAI-compatible server on this machine.
+
+The endpoint is ``base_url``, else ``$AKLAB_LOCAL_BASE_URL``, else llama.cpp's default
+``http://127.0.0.1:8080/v1``. It speaks the llama.cpp dialect of ``openai_compatible``,
+needs no key, and its usage costs nothing.
+"""
+
+from __future__ import annotations
+
+import os
+
+from aklab.llm.profiles._base import BuildContext, Family, ResolvedModel
+from aklab.llm.profiles.openai_compatible import build_compatible
+
+__all__ = ["BASE_URL_ENV", "DEFAULT_BASE_URL", "FAMILY", "LocalFamily"]
+
+DEFAULT_BASE_URL = "http://127.0.0.1:8080/v1"
+BASE_URL_ENV = "AKLAB_LOCAL_BASE_URL"
+
+
+class LocalFamily(Family):
+    name = "local"
+    extra = "openai"
+    default_output_mode = "prompted"
+
+    def build(self, ctx: BuildContext) -> ResolvedModel:
+        base_url = ctx.cfg.base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL
+        return build_compatible(self, ctx, base_url=base_url, api_key=ctx.api_key(required=False), local=True)
+
+
+FAMILY = LocalFamily()

@@ -1,0 +1,28 @@
+"""Mistral's API (``mistral:mistral-large-latest``); key ``$MISTRAL_API_KEY``."""
+
+from __future__ import annotations
+
+from aklab.llm.profiles._base import BuildContext, Family, ResolvedModel, needs_sdk
+
+__all__ = ["FAMILY", "MistralFamily"]
+
+
+class MistralFamily(Family):
+    name = "mistral"
+    extra = "mistral"
+
+    def build(self, ctx: BuildContext) -> ResolvedModel:
+        with needs_sdk(self.name, self.extra):
+            from pydantic_ai.models.mistral import MistralModel
+            from pydantic_ai.providers.mistral import MistralProvider
+
+        api_key = ctx.api_key("MISTRAL_API_KEY", required=True)
+        provider = MistralProvider(api_key=api_key, base_url=ctx.cfg.base_url, http_client=ctx.http_client())
+        settings = ctx.settings()
+        profile = self.profile(ctx)
+        overlay = ctx.model_profile(profile.output_mode)
+        model = MistralModel(ctx.name, provider=provider, profile=overlay, settings=settings)
+        return ctx.resolved(model, profile, settings)
+
+
+FAMILY = MistralFamily()

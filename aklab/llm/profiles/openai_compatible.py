@@ -1,0 +1,88 @@
+"""Any OpenAI-compatible server (``openai-compatible:NAME`` with a ``base_url``).
+
+Chat Completions in the dialect such servers share (llama.cpp, Ollama, vLLM): the token cap
+goes out as ``max_tokens``, tool choice is never forced, tool definitions are not strict,
+and JSON is asked for with ``json_object`` (plus a schema, which llama.cpp turns into a
+grammar) rather than ``json_schema``. Output defaults to ``prompted``, which a small
+instruct model can satisfy. No key unless ``api_key_env`` names one: an OpenAI key is
+never sent to another server.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aklab.errors import ConfigError
+from aklab.llm.profiles._base import BuildContext, Family, OutputMode, ResolvedModel, is_loopback, needs_sdk
+
+if TYPE_CHECKING:
+    from pydantic_ai.profiles.openai import OpenAIModelProfile
+
+__all__ = ["FAMILY", "PLACEHOLDER_KEY", "OpenAICompatibleFamily", "build_compatible", "compatible_profile"]
+
+PLACEHOLDER_KEY = "not-needed"
+"""Sent to a server that needs no key (the OpenAI SDK insists on one)."""
+
+
+def compatible_profile(ctx: BuildContext, output_mode: OutputMode) -> OpenAIModelProfile:
+    """The pydantic-ai profile overlay for the OpenAI-compatible dialect."""
+    from pydantic_ai.profiles.openai import OpenAIModelProfile
+
+    overlay = ctx.model_profile(
+        output_mode,
+        openai_chat_supports_max_completion_tokens=False,
+        supports_forced_tool_choice=False,
+        openai_supports_strict_tool_definition=False,
+        supports_json_object_output=True,
+        supports_json_schema_output=output_mode == "native",
+    )
+    return OpenAIModelProfile(**overlay)  # type: ignore[typeddict-item]
+
+
+def build_compatible(
+    family: Family, ctx: BuildContext, *, base_url: str, api_key: str | None, local: bool
+) -> ResolvedModel:
+    """An ``OpenAIChatModel`` on ``base_url`` in the OpenAI-compatible dialect."""
+    with needs_sdk(family.name, "openai"):
+        from openai import AsyncOpenAI
+        from pydantic_ai.models.openai import OpenAIChatModel
+        from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider
+
+    mode = ctx.output_mode("prompted")
+    client = AsyncOpenAI(
+        base_url=base_url,
+        api_key=api_key or PLACEHOLDER_KEY,
+        http_client=ctx.http_client(),
+        timeout=ctx.timeout,
+        max_retries=ctx.retries,
+    )
+    provider = OpenAICompatibleProvider(ctx.cfg.provider, openai_client=client)
+    settings = ctx.settings()
+    model = OpenAIChatModel(ctx.name, provider=provider, profile=compatible_profile(ctx, mode), settings=settings)
+    profile = family.profile(
+        ctx,
+        family="openai-compatible" if family.name == "openai" else family.name,
+        output_mode=mode,
+        constrain_json=mode == "prompted",
+        local=local,
+        reports_stream_usage=False,
+    )
+    return ctx.resolved(model, profile, settings)
+
+
+class OpenAICompatibleFamily(Family):
+    name = "openai-compatible"
+    extra = "openai"
+    default_output_mode = "prompted"
+
+    def build(self, ctx: BuildContext) -> ResolvedModel:
+        base_url = ctx.cfg.base_url
+        if not base_url:
+            raise ConfigError(
+                f"model {ctx.label} needs the server's base_url, e.g. --base-url http://127.0.0.1:8000/v1"
+            )
+        api_key = ctx.api_key(required=False)
+        return build_compatible(self, ctx, base_url=base_url, api_key=api_key, local=is_loopback(base_url))
+
+
+FAMILY = OpenAICompatibleFamily()
