@@ -1,0 +1,89 @@
+"""One readable line for a failed model call, with what the human can do about it.
+
+Provider errors arrive as many types (pydantic-ai's ``ModelHTTPError``, the SDKs'
+connection and timeout errors, validation retries running out). The human sees one line
+that says what happened and what to try; the original stays as ``__cause__``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from aklab.errors import AklabError
+
+__all__ = ["CONTEXT_FULL", "RunCancelledError", "describe_failure", "is_context_overflow"]
+
+
+class RunCancelledError(AklabError):
+    """The run was cancelled by ``ReactAgent.interrupt()`` while its request was in flight."""
+
+
+CONTEXT_FULL = "context full: /compact or /clear"
+
+_OVERFLOW = re.compile(
+    r"context (length|window|size)|maximum context|exceeds? (the )?(context|max)|too many tokens|"
+    r"prompt is too long|requested tokens|n_ctx|context_length_exceeded",
+    re.IGNORECASE,
+)
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and cur not in seen:
+        seen.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    return seen
+
+
+def is_context_overflow(exc: BaseException) -> bool:
+    """Does the error say the prompt did not fit the model's context?"""
+    for e in _chain(exc):
+        status = getattr(e, "status_code", None)
+        body = getattr(e, "body", None)
+        text = f"{e} {body if body is not None else ''}"
+        if (status in (None, 400, 413, 422, 500)) and _OVERFLOW.search(text):
+            return True
+    return False
+
+
+def _status(exc: BaseException) -> int | None:
+    for e in _chain(exc):
+        status = getattr(e, "status_code", None)
+        if isinstance(status, int):
+            return status
+    return None
+
+
+def _first_line(exc: BaseException, limit: int = 160) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def describe_failure(exc: BaseException, *, timeout: float | None = None) -> str:
+    """What went wrong, in one line, and what to do."""
+    names = {type(e).__name__ for e in _chain(exc)}
+    status = _status(exc)
+    if is_context_overflow(exc):
+        return CONTEXT_FULL
+    if names & {"APITimeoutError", "ReadTimeout", "TimeoutException", "TimeoutError", "ConnectTimeout"}:
+        after = f" within {timeout:g} s" if timeout else ""
+        return f"the model did not answer{after}; try again, or raise the timeout (%aklab model ... --timeout S)"
+    if names & {"APIConnectionError", "ConnectError", "ConnectionError", "ConnectionRefusedError"}:
+        return f"cannot reach the model server ({_first_line(exc, 80)}); is it running? (check base_url)"
+    if status == 429:
+        return "the provider is rate-limiting requests (HTTP 429); wait a moment and ask again"
+    if status in (401, 403):
+        return f"the provider refused the key (HTTP {status}); check the API key variable"
+    if status is not None and status >= 500:
+        return f"the model server failed (HTTP {status}); ask again"
+    if status == 404:
+        return "the model or endpoint was not found (HTTP 404); check the model name and base_url"
+    if any("decode" in str(e).lower() for e in _chain(exc)) and names & {"ModelAPIError", "JSONDecodeError"}:
+        return f"the model server sent a garbled response ({_first_line(exc, 80)}); ask again"
+    if "UnexpectedModelBehavior" in names:
+        text = _first_line(exc)
+        if "retries" in text.lower():
+            return f"the model's answer could not be used ({text}); ask again or rephrase"
+        return f"the model answered in a form that could not be used ({text}); ask again"
+    return f"{type(exc).__name__}: {_first_line(exc)}; ask again, or /clear if it keeps failing"

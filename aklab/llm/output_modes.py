@@ -1,0 +1,208 @@
+"""How a run asks the model for its output, per the model's profile.
+
+Four modes (``Profile.output_mode``):
+
+- ``tool``: the output is an output-tool call, as pydantic-ai does by default. When the
+  run has a text fallback, plain text is allowed too (so ``tool_choice`` stays ``auto``):
+  a model that answers in prose is heard instead of being rejected.
+- ``native``: the provider's JSON-schema response format.
+- ``prompted``: the JSON shape is described in the run's instructions and, where the
+  server can constrain decoding (llama.cpp's ``json_object`` + ``schema``), enforced by
+  a grammar; the ``recipient`` field is limited to the names the agent can reach. Text
+  that is not that JSON falls back to plain text.
+- ``text``: no JSON at all; the text is the reply.
+
+The text fallback is the run's ``fallback(text)``: the agent makes it deliver the text to
+the sender of the message being answered. Empty text is never a reply: it is rejected
+with a retry prompt while retries last.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Literal, get_args, get_origin
+
+from pydantic import BaseModel, Field, ValidationError, create_model
+from pydantic_ai import ModelRetry, TextOutput, ToolOutput
+from pydantic_ai.output import NativeOutput
+
+__all__ = ["OutputMode", "OutputPlan", "messages_item_type", "plan_output"]
+
+OutputMode = Literal["tool", "native", "prompted", "text"]
+
+#: Items per output in prompted mode: a grammar-constrained small model otherwise loops.
+PROMPTED_MAX_ITEMS = 4
+
+_FENCE = re.compile(r"^\s*```(?:json)?\s*|\s*```\s*$", re.IGNORECASE)
+
+
+@dataclass
+class OutputPlan:
+    """What one run passes to pydantic-ai for its output."""
+
+    output_type: Any
+    instructions: str | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    streams: bool = False
+    """Whether the output arrives as an output-tool call that ``OutputStreamer`` can follow."""
+
+
+def messages_item_type(output_type: Any) -> type[BaseModel] | None:
+    """The item model of a StructuredOutput-like type (``messages: list[Item]``), else None."""
+    if not (isinstance(output_type, type) and issubclass(output_type, BaseModel)):
+        return None
+    f = output_type.model_fields.get("messages")
+    if f is None or get_origin(f.annotation) is not list:
+        return None
+    (item, *_) = get_args(f.annotation) or (None,)
+    if isinstance(item, type) and issubclass(item, BaseModel) and {"recipient", "message"} <= set(item.model_fields):
+        return item
+    return None
+
+
+def plan_output(
+    output_type: Any,
+    mode: OutputMode,
+    *,
+    fallback: Callable[[str], Any] | None = None,
+    recipients: Sequence[str] = (),
+    constrain_json: bool = False,
+) -> OutputPlan:
+    """The pydantic-ai output spec (and per-run instructions/settings) for ``mode``."""
+    if output_type is str:
+        return OutputPlan(output_type=str)
+    item = messages_item_type(output_type)
+    if mode == "text" and (fallback is not None or item is None):
+        if fallback is None:
+            return _prompted(output_type, None, recipients, constrain_json=False)
+        return OutputPlan(output_type=TextOutput(_text_reader(None, fallback)), instructions=_TEXT_INSTRUCTIONS)
+    if mode == "prompted" or mode == "text":
+        return _prompted(output_type, fallback, recipients, constrain_json=constrain_json)
+    if mode == "native":
+        return OutputPlan(output_type=NativeOutput(output_type))
+    tool = ToolOutput(output_type, name="final_result")
+    if fallback is None:
+        return OutputPlan(output_type=tool, streams=True)
+    return OutputPlan(output_type=[tool, TextOutput(_text_reader(None, fallback))], streams=True)
+
+
+_TEXT_INSTRUCTIONS = "Answer in plain text; your answer is delivered to whoever sent you the message."
+
+
+def _prompted(
+    output_type: Any, fallback: Callable[[str], Any] | None, recipients: Sequence[str], *, constrain_json: bool
+) -> OutputPlan:
+    item = messages_item_type(output_type)
+    if item is not None:
+        wire = _wire_model(tuple(recipients))
+        schema = wire.model_json_schema()
+        first = (recipients or ["@Name"])[0]
+        example = {"messages": [{"recipient": first, "message_type": "response", "message": "..."}]}
+        names = ", ".join(recipients) if recipients else "a team member's @Name or a role"
+        instructions = (
+            "Reply with one JSON object and nothing else, like this:\n"
+            f"{json.dumps(example)}\n"
+            f"recipient is one of: {names}. message_type is one of: request, response, instruction, "
+            "notification, acknowledgment. To answer whoever asked you, send them a response."
+        )
+    else:
+        wire = output_type
+        schema = output_type.model_json_schema() if hasattr(output_type, "model_json_schema") else {}
+        instructions = f"Reply with one JSON object and nothing else, matching this JSON schema:\n{json.dumps(schema)}"
+    settings: dict[str, Any] = {}
+    if constrain_json:
+        settings["extra_body"] = {"response_format": {"type": "json_object", "schema": schema}}
+    reader = _json_reader(output_type, wire if item is not None else None, fallback)
+    return OutputPlan(output_type=TextOutput(reader), instructions=instructions, settings=settings)
+
+
+@lru_cache(maxsize=128)
+def _wire_model(recipients: tuple[str, ...]) -> type[BaseModel]:
+    """The prompted-mode JSON shape: recipient first (so a grammar writes who before what)."""
+    recipient: Any = Literal[recipients] if recipients else str  # type: ignore[valid-type]
+    intent = Literal["request", "response", "instruction", "notification", "acknowledgment"]
+    wire_item = create_model(
+        "OutgoingMessage",
+        recipient=(recipient, ...),
+        message_type=(intent, ...),
+        message=(str, Field(..., min_length=1)),
+    )
+    return create_model(
+        "Reply",
+        messages=(list[wire_item], Field(..., min_length=1, max_length=PROMPTED_MAX_ITEMS)),  # type: ignore[valid-type]
+    )
+
+
+def _strip(text: str) -> str:
+    return _FENCE.sub("", text).strip()
+
+
+def _extract_json(text: str) -> Any:
+    """The first JSON object in ``text`` (code fences and chatter around it allowed), or None."""
+    body = _strip(text)
+    start = body.find("{")
+    if start < 0:
+        return None
+    try:
+        value, _ = json.JSONDecoder().raw_decode(body[start:])
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _text_reader(_: Any, fallback: Callable[[str], Any]) -> Callable[[str], Any]:
+    def read(text: str) -> Any:
+        body = text.strip()
+        if not body:
+            raise ModelRetry("Your answer was empty. Answer in plain text.")
+        return fallback(body)
+
+    return read
+
+
+def _json_reader(
+    output_type: Any, wire: type[BaseModel] | None, fallback: Callable[[str], Any] | None
+) -> Callable[[str], Any]:
+    def read(text: str) -> Any:
+        if not text.strip():
+            raise ModelRetry("Your answer was empty. Reply with the JSON object described in your instructions.")
+        data = _extract_json(text)
+        if data is not None:
+            try:
+                if wire is not None:
+                    data = wire.model_validate(data).model_dump()
+                return output_type.model_validate(data)
+            except ValidationError as exc:
+                if fallback is None:
+                    raise ModelRetry(f"Your JSON did not match the schema: {_first_error(exc)}") from exc
+                prose = _prose_of(data)
+                if prose:
+                    return fallback(prose)
+        if fallback is None:
+            raise ModelRetry("Reply with one JSON object only, as described in your instructions.")
+        return fallback(_strip(text))
+
+    return read
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err.get("loc", ()))
+    return f"{where}: {err.get('msg', '')}" if where else str(err.get("msg", ""))
+
+
+def _prose_of(data: dict[str, Any]) -> str:
+    """The text of a near-miss JSON reply (a ``message`` somewhere in it), for the fallback."""
+    messages = data.get("messages")
+    if isinstance(messages, list):
+        texts = [m.get("message") for m in messages if isinstance(m, dict)]
+        return "\n\n".join(t for t in texts if isinstance(t, str) and t.strip())
+    for key in ("message", "answer", "response", "content", "text"):
+        value = data.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return ""

@@ -1,0 +1,88 @@
+"""Output modes: what a run asks of the model, and how each kind of answer is read."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic_ai import ModelRetry, TextOutput, ToolOutput
+from pydantic_ai.output import NativeOutput
+
+from aklab.agent import Request, StructuredOutput
+from aklab.llm.output_modes import messages_item_type, plan_output
+
+
+def reply_to_human(text: str) -> StructuredOutput:
+    return StructuredOutput(messages=[Request(recipient="@Human", message_type="response", message=text)])
+
+
+def read(plan_type: object, text: str) -> object:
+    assert isinstance(plan_type, TextOutput)
+    return plan_type.output_function(text)  # type: ignore[call-arg]
+
+
+def test_tool_mode_with_a_fallback_also_accepts_plain_text() -> None:
+    plan = plan_output(StructuredOutput, "tool", fallback=reply_to_human)
+    assert isinstance(plan.output_type, list)
+    tool, text = plan.output_type
+    assert isinstance(tool, ToolOutput)
+    out = read(text, "Paris.")
+    assert out == reply_to_human("Paris.")
+    assert plan.streams
+
+
+def test_tool_mode_without_a_fallback_is_the_output_tool_only() -> None:
+    plan = plan_output(StructuredOutput, "tool")
+    assert isinstance(plan.output_type, ToolOutput)
+
+
+def test_native_mode_uses_the_providers_json_schema_format() -> None:
+    assert isinstance(plan_output(StructuredOutput, "native").output_type, NativeOutput)
+
+
+def test_prompted_mode_reads_json_and_limits_recipients_to_reachable_names() -> None:
+    plan = plan_output(
+        StructuredOutput, "prompted", fallback=reply_to_human, recipients=["@Human", "Developer"], constrain_json=True
+    )
+    assert plan.instructions is not None and "@Human, Developer" in plan.instructions
+    schema = plan.settings["extra_body"]["response_format"]["schema"]
+    assert plan.settings["extra_body"]["response_format"]["type"] == "json_object"
+    assert "@Human" in json.dumps(schema) and "Developer" in json.dumps(schema)
+    answer = {"messages": [{"recipient": "Developer", "message_type": "request", "message": "Write it."}]}
+    out = read(plan.output_type, "```json\n" + json.dumps(answer) + "\n```")
+    assert out == StructuredOutput(
+        messages=[Request(recipient="Developer", message_type="request", message="Write it.")]
+    )
+
+
+def test_prompted_mode_falls_back_to_plain_text_and_to_the_text_of_a_near_miss() -> None:
+    plan = plan_output(StructuredOutput, "prompted", fallback=reply_to_human, recipients=["@Human"])
+    assert read(plan.output_type, "The capital of France is Paris.") == reply_to_human(
+        "The capital of France is Paris."
+    )
+    near_miss = {"messages": [{"recipient": "@Nobody", "message_type": "response", "message": "4"}]}
+    assert read(plan.output_type, json.dumps(near_miss)) == reply_to_human("4")
+
+
+def test_an_empty_answer_is_rejected_with_a_retry_prompt() -> None:
+    for mode in ("prompted", "text"):
+        plan = plan_output(StructuredOutput, mode, fallback=reply_to_human)  # type: ignore[arg-type]
+        with pytest.raises(ModelRetry):
+            read(plan.output_type, "   ")
+
+
+def test_prompted_mode_without_a_fallback_asks_again_for_json() -> None:
+    plan = plan_output(StructuredOutput, "prompted")
+    with pytest.raises(ModelRetry):
+        read(plan.output_type, "no json here")
+
+
+def test_text_mode_is_plain_text_to_the_sender() -> None:
+    plan = plan_output(StructuredOutput, "text", fallback=reply_to_human)
+    assert plan.settings == {}
+    assert read(plan.output_type, "def rev(s): return s[::-1]") == reply_to_human("def rev(s): return s[::-1]")
+
+
+def test_messages_item_type_finds_the_item_of_structured_output_only() -> None:
+    assert messages_item_type(StructuredOutput) is Request
+    assert messages_item_type(str) is None
