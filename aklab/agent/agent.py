@@ -7,8 +7,16 @@ Choices where the reference leaves room:
   for the model. A model therefore cannot fire a member by writing ``/fire_member``.
 - A slash command's result is recorded for the model as an *operator action* folded into
   its next prompt (not as a tool call of its own).
-- A model or provider failure during a turn tells the human in one line and is reported
-  as an ``ErrorMessage``; the agent keeps handling its next message.
+- A model or provider failure during a turn tells the human in one line (what failed
+  and what to do, e.g. ``context full: /compact or /clear``) and is reported as an
+  ``ErrorMessage``; the agent keeps handling its next message.
+- A plain-text answer (a model that does not follow the JSON or tool protocol) is
+  delivered as a response to the sender of the message being answered.
+- A request that ends with nothing delivered (an empty output, or every recipient
+  unreachable) is never silent: the human is told in one line.
+- The prompt of a turn (operator notes, the context-update block, the message) goes to
+  the model as one string when it is all text: chat templates of local servers keep
+  only string content.
 """
 
 from __future__ import annotations
@@ -28,11 +36,23 @@ from aklab.agent.utils import resolve_recipient
 from aklab.core import ActorAddress, AgentCard, Akgent, CancelMessage, Message, Orchestrator
 from aklab.errors import ActorGoneError, AklabError, ModelError, RoutingError
 from aklab.llm import AgentUsageSummary, LlmUsageEvent, aggregate_usage
+from aklab.llm.failures import RunCancelledError
+from aklab.llm.output_modes import messages_item_type
 from aklab.tools import CommandDescriptor, CommandNotRecognized, CommandsAnnouncedEvent, TeamTool, ToolCard, ToolFactory
 from aklab.tools.context import markers_in
 from aklab.tools.mailbox import NO_RUN_TO_CANCEL, MailboxTool
 
 __all__ = ["BaseAgent"]
+
+
+def _one_string(prompt: list[Any]) -> Any:
+    """All-text prompt parts as one string; a single part as itself; media kept as a list."""
+    if len(prompt) == 1:
+        return prompt[0]
+    if all(isinstance(p, str) for p in prompt):
+        return "\n\n".join(prompt)
+    return prompt
+
 
 log = logging.getLogger("aklab.agent")
 
@@ -46,6 +66,8 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         super().__init__(config or AgentConfig(name="@Agent", role="Agent"), **wiring)
         self.state = AgentState()
         self._pending_notes: list[str] = []
+        self._skipped: list[str] = []  # routing skips, newest last ("@X: why")
+        self._told_human = False  # this turn already told the human something (no second notice)
         self._marker_scan: tuple[int, int, set[int]] = (0, 0, set())
 
     # -- assembly -------------------------------------------------------------------
@@ -165,6 +187,7 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         return address
 
     def report_unroutable(self, recipient: str, reason: str) -> None:
+        self._skipped = [*self._skipped[-15:], f"{recipient}: {reason}"]
         self.notify_event(RoutingSkippedEvent(agent=self.config.name, recipient=recipient, reason=reason))
 
     # -- the turn -------------------------------------------------------------------------
@@ -172,8 +195,19 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         if message.content.startswith("/") and self._may_command(sender):
             if self._dispatch_command(message, sender):
                 return
+        self._told_human = False
         output = self.act(message, StructuredOutput)
-        self._route_output(output)
+        skipped = len(self._skipped)
+        delivered = self._route_output(output)
+        if not delivered and message.type == "request" and sender is not None and not self._told_human:
+            why = "; ".join(self._skipped[skipped:]) or "it sent nothing"
+            self.notify_human(f"{self.config.name} did not reply to {sender.name}: {why}. Ask again or rephrase.")
+
+    def on_cancel_arrived(self) -> None:
+        """A cancel reached the mailbox (sender's thread): abandon the model request in flight."""
+        react = getattr(self, "_react_agent", None)
+        if react is not None:
+            react.interrupt()
 
     def receiveMsg_CancelMessage(self, message: CancelMessage, sender: ActorAddress | None) -> None:
         # Mid-run, a cancel is purged by the hook and never dispatched: reaching this
@@ -199,24 +233,70 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         if self._command_registry.has("_expand_media_refs"):
             rendered = self._command_registry.callable("_expand_media_refs")(rendered)
         prompt.extend(rendered if isinstance(rendered, list) else [rendered])
+        sender = getattr(message, "sender", None)
         self.notify_event(AgentBusyEvent(agent=self.config.name, role=self.config.role, busy=True))
         try:
             return self._react_agent.run_sync(
-                prompt if len(prompt) > 1 else prompt[0], deps=self, output_type=output_type
+                _one_string(prompt),
+                deps=self,
+                output_type=output_type,
+                fallback=self._text_fallback(output_type, sender),
+                recipients=self._reachable(sender),
             )
+        except RunCancelledError:
+            self._purge_cancels()
+            return self._interrupted(output_type)
         except RunInterruptedError:
-            self.notify_human(f"Run interrupted. ({self.config.name})")
-            try:
-                return output_type()
-            except Exception:
-                raise RunInterruptedError(f"{self.config.name}: run interrupted") from None
+            return self._interrupted(output_type)
         except AklabError:
             raise
         except Exception as exc:
-            self.notify_human(f"{self.config.name} could not answer: {type(exc).__name__}: {exc}")
-            raise ModelError(f"{self.config.name}: model call failed: {exc}") from exc
+            line = self._react_agent.describe(exc)
+            self.notify_human(f"{self.config.name} could not answer: {line}")
+            raise ModelError(f"{self.config.name}: model call failed: {line}") from exc
         finally:
             self.notify_event(AgentBusyEvent(agent=self.config.name, role=self.config.role, busy=False))
+
+    def _interrupted(self, output_type: type[T]) -> T:
+        self.notify_human(f"Run interrupted. ({self.config.name})")
+        try:
+            return output_type()
+        except Exception:
+            raise RunInterruptedError(f"{self.config.name}: run interrupted") from None
+
+    def _purge_cancels(self) -> None:
+        """The cancel that interrupted the request is still queued: consume it now."""
+        try:
+            self._mailbox_capability.check_cancel()
+        except RunInterruptedError:
+            pass
+
+    def _text_fallback(self, output_type: type[T], sender: ActorAddress | None) -> Any:
+        """Plain text from the model becomes a response to whoever sent the message."""
+        item = messages_item_type(output_type)
+        if item is None or sender is None or "message_type" not in item.model_fields:
+            return None
+        to = sender.name
+
+        def deliver(text: str) -> Any:
+            return output_type(messages=[item(recipient=to, message_type="response", message=text)])  # type: ignore[call-arg]
+
+        return deliver
+
+    def _reachable(self, sender: ActorAddress | None) -> list[str]:
+        """Who this turn's output may address: the sender first, the human, own routes."""
+        names: list[str] = []
+        if sender is not None and sender != self.myAddress:
+            names.append(sender.name)
+        roles = self.hireable_roles()
+        for member in self.team_members():
+            if member == self.myAddress or member.name in names:
+                continue
+            if member.is_user_proxy or member.role in roles:
+                names.append(member.name)
+        hired = {m.role for m in self.team_members()}
+        names.extend(r for r in roles if r not in hired)
+        return names
 
     def _deliver_context_update(self) -> str | None:
         block = self._context_updater.compose(self._visible_markers())
@@ -314,6 +394,7 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
     # -- people and usage -------------------------------------------------------------------
     def notify_human(self, text: str) -> None:
         """Tell the team's human (its user proxy), or log if there is none."""
+        self._told_human = True
         human = next((m for m in self.team_members() if m.is_user_proxy), None)
         if human is None:
             log.warning("%s: no human to tell: %s", self.config.name, text)

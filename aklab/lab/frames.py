@@ -11,7 +11,7 @@ from aklab.llm import LlmUsageEvent
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["USAGE_COLUMNS", "estimate_cost", "usage_frame"]
+__all__ = ["REQUEST_COLUMNS", "USAGE_COLUMNS", "estimate_cost", "usage_frame"]
 
 By = Literal["agent", "run", "model", "request"]
 
@@ -30,7 +30,10 @@ USAGE_COLUMNS = [
     "started_at",
     "duration_s",
 ]
+#: Per-request frames (``by="request"``) also say how each row's figures were obtained.
+REQUEST_COLUMNS = [*USAGE_COLUMNS, "estimated", "cost_source", "ok"]
 _SUMS = ["requests", "input_tokens", "output_tokens", "total_tokens"]
+_TOKENS = ["input_tokens", "output_tokens", "total_tokens"]
 _KEYS: dict[str, list[str]] = {
     "agent": ["agent", "role", "model"],
     "run": ["run_id", "agent", "role", "model"],
@@ -41,7 +44,7 @@ _KEYS: dict[str, list[str]] = {
 def _raw(events: Sequence[LlmUsageEvent]) -> pd.DataFrame:
     import pandas as pd
 
-    columns: dict[str, list[object]] = {c: [] for c in USAGE_COLUMNS}
+    columns: dict[str, list[object]] = {c: [] for c in REQUEST_COLUMNS}
     for e in events:
         columns["run_id"].append(e.run_id)
         columns["agent"].append(e.agent)
@@ -50,13 +53,20 @@ def _raw(events: Sequence[LlmUsageEvent]) -> pd.DataFrame:
         columns["requests"].append(e.requests)
         columns["input_tokens"].append(e.input_tokens)
         columns["output_tokens"].append(e.output_tokens)
-        columns["total_tokens"].append(e.input_tokens + e.output_tokens)
+        unknown = e.input_tokens is None and e.output_tokens is None
+        columns["total_tokens"].append(None if unknown else e.total_tokens)
         columns["cost_usd"].append(e.cost_usd)
+        columns["estimated"].append(e.estimated)
+        columns["cost_source"].append(e.cost_source)
+        columns["ok"].append(e.ok)
         columns["started_at"].append(e.started_at)
         columns["duration_s"].append(e.duration_s)
     frame = pd.DataFrame(columns)
-    for c in _SUMS:
-        frame[c] = frame[c].astype("int64")
+    frame["requests"] = frame["requests"].astype("int64")
+    for c in _TOKENS:  # unknown token counts stay <NA>, never a made-up 0
+        frame[c] = frame[c].astype("Int64" if frame[c].isna().any() else "int64")
+    frame["estimated"] = frame["estimated"].astype("bool")
+    frame["ok"] = frame["ok"].astype("bool")
     frame["cost_usd"] = frame["cost_usd"].astype("Float64")
     frame["duration_s"] = frame["duration_s"].astype("float64")
     return frame
@@ -72,6 +82,7 @@ def usage_frame(events: Sequence[LlmUsageEvent], by: str = "agent") -> pd.DataFr
     frame = _raw(events)
     if by == "request":
         return frame
+    frame = frame[USAGE_COLUMNS]
     keys = _KEYS[by]
     grouped = frame.groupby(keys, sort=False, dropna=False)
     out = grouped[_SUMS].sum()
@@ -96,7 +107,11 @@ def estimate_cost(frame: pd.DataFrame, model: str, *, provider: str | None = Non
     from pydantic_ai.usage import RequestUsage
 
     def price(row: pd.Series) -> float:
-        usage = RequestUsage(input_tokens=int(row["input_tokens"]), output_tokens=int(row["output_tokens"]))
+        tokens_in, tokens_out = row["input_tokens"], row["output_tokens"]
+        usage = RequestUsage(
+            input_tokens=0 if pd.isna(tokens_in) else int(tokens_in),
+            output_tokens=0 if pd.isna(tokens_out) else int(tokens_out),
+        )
         return float(calc_price(usage, model, provider_id=provider).total_price)
 
     try:

@@ -124,8 +124,8 @@ class AgentBudget:
         if event.run_id not in self._seen_runs:
             self._seen_runs.add(event.run_id)
             self.runs += 1
-        self.input_tokens += event.input_tokens
-        self.output_tokens += event.output_tokens
+        self.input_tokens += event.input_tokens or 0
+        self.output_tokens += event.output_tokens or 0
 
     def start_run(self, run_id: str) -> None:
         """Check every limit, then count the run. Raises ``AgentUsageLimitError``."""

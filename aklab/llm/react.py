@@ -4,15 +4,23 @@ It owns the agent's conversation (message history), runs one REACT loop per call
 reports the usage of every model request and every tool call through callbacks. The
 pydantic-ai ``Agent`` is built once; the output type is chosen per run.
 
-- A run that fails (cancelled, provider error) keeps the usage it incurred, and the
-  history keeps the run's closed prefix (the prompt and any finished steps), so the
-  agent still knows what it was asked.
+- The model comes from its profile (``aklab.llm.profiles``): the settings that reach the
+  wire, the output mode (``aklab.llm.output_modes``), the one label its usage rows carry.
+- Every model request is reported once, as it ends, by a request tap: a response the
+  run later drops (a cancel landing after it, a rejected output) still counts, and so
+  does a request that failed. Tokens a server did not report are estimated and marked.
+- A successful run keeps its history less its rejected attempts; a run that fails
+  (cancelled, provider error) collapses to its prompt and one line
+  (``aklab.llm.history``), so the agent still knows what it was asked.
+- ``interrupt()`` (any thread) cancels the run's task: the HTTP request in flight is
+  abandoned at once, and the run raises :class:`RunCancelledError`.
 - A run-tier breach goes to ``LimitRecoveryCapability`` (one tool-free conclusion).
 - With ``ModelConfig.context_length`` set, ``maybe_compact()`` compacts the history when
-  the last request passed ``CompactionConfig.trigger_ratio`` of it (the size is that
-  request's input plus output tokens: O(1), no re-count of the history).
+  the last request passed ``CompactionConfig.trigger_ratio`` of it (that request's input
+  plus output tokens, reported or estimated), and a run refused for a full context is
+  compacted and retried once.
 - With ``on_stream`` given, ``RuntimeConfig.stream`` on and a model that can stream, a run
-  whose output is StructuredOutput-like is streamed and its outgoing messages are
+  whose output is an output-tool call is streamed and its outgoing messages are
   published as they are written (``aklab.llm.streaming``); other runs are not streamed.
 """
 
@@ -20,13 +28,17 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
 import time
 import uuid
 import weakref
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from pydantic_ai import Agent, capture_run_messages
+from pydantic_ai import Agent, RunContext, capture_run_messages
+from pydantic_ai.agent import AgentRetries
+from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import UsageLimitExceeded
 from pydantic_ai.messages import (
     ModelMessage,
@@ -40,13 +52,23 @@ from pydantic_ai.messages import (
 from pydantic_ai.usage import UsageLimits
 
 from aklab.llm.config import CompactionConfig, ModelConfig, RuntimeConfig
+from aklab.llm.failures import RunCancelledError, describe_failure, is_context_overflow
+from aklab.llm.history import (
+    collapse_failed_run,
+    estimate_tokens,
+    message_chars,
+    prune_rejected,
+    shrink_parts,
+)
 from aklab.llm.limits import AgentBudget, AgentUsageLimits, RunUsageLimitError, RunUsageLimits
-from aklab.llm.models import build_model
+from aklab.llm.output_modes import OutputPlan, plan_output
+from aklab.llm.profiles import resolve
 from aklab.llm.recovery import LimitRecoveryCapability, NoFunctionTools, closed_history
-from aklab.llm.streaming import DEFAULT_MIN_CHARS, OutputStreamer, StreamSink, model_can_stream, streams_messages
+from aklab.llm.streaming import DEFAULT_MIN_CHARS, OutputStreamer, StreamSink, model_can_stream
 from aklab.llm.usage import LlmUsageEvent, ToolCallEvent
 
-__all__ = ["SUMMARY_PROMPT", "ReactAgent"]
+__all__ = ["SUMMARY_PROMPT", "ReactAgent", "RunCancelledError"]
+
 
 T = TypeVar("T")
 
@@ -97,13 +119,21 @@ class ReactAgent:
         self.messages: list[ModelMessage] = []
         self.system_prompt = system_prompt
         self.current_run_id: str | None = None
-        self._model_label = self.model_cfg.label
         self._context_size = 0
+        self._resolved = resolve(self.model_cfg, runtime)
+        self.profile = self._resolved.profile
+        self._model_label = self.profile.label
+        self._timeout = self.model_cfg.timeout if self.model_cfg.timeout is not None else runtime.http_timeout
+        self._output_retries = runtime.output_retries if runtime.output_retries is not None else runtime.retries
         # One event loop per agent, closed with it: run_sync would leave a loop open
         # on every actor thread.
         self._loop = asyncio.new_event_loop()
-        self._finalizer = weakref.finalize(self, self._loop.close)
-        model = build_model(self.model_cfg)
+        self._finalizer = weakref.finalize(self, _close, self._loop, self._resolved)
+        self._task: asyncio.Task[Any] | None = None
+        self._task_lock = threading.Lock()
+        self._tap = _RequestTap()
+        self._collapsed = 0  # messages the last failed run left (its prompt and one line)
+        model = self._resolved.model
         self._can_stream = runtime.stream and model_can_stream(model)
         self._agent: Agent[Any, Any] = Agent(
             model,
@@ -113,8 +143,9 @@ class ReactAgent:
             tools=list(tools),
             toolsets=list(toolsets) or None,
             capabilities=list(capabilities) or None,
-            retries=runtime.retries,
+            retries=AgentRetries(tools=runtime.retries, output=self._output_retries),
             end_strategy=runtime.end_strategy,
+            model_settings=dict(self._resolved.settings) or None,  # type: ignore[arg-type]
         )
 
     @property
@@ -122,15 +153,40 @@ class ReactAgent:
         return self._agent
 
     # -- runs -------------------------------------------------------------------------------
-    def run_sync(self, prompt: str | Sequence[Any], *, deps: Any = None, output_type: type[T]) -> T:
-        """Run one REACT loop; the history grows by what the run added.
+    def run_sync(
+        self,
+        prompt: str | Sequence[Any],
+        *,
+        deps: Any = None,
+        output_type: type[T],
+        fallback: Callable[[str], T] | None = None,
+        recipients: Sequence[str] = (),
+    ) -> T:
+        """Run one REACT loop; the history grows by what the run kept.
+
+        ``fallback`` turns a plain-text answer into the output (the agent delivers it to
+        the sender); ``recipients`` are the names the output may address (prompted mode
+        limits the JSON to them).
 
         Raises ``AgentUsageLimitError`` before starting when the lifetime budget is
         spent, ``RunUsageLimitError`` when the run went over its own limits and could
-        not conclude.
+        not conclude, ``RunCancelledError`` when interrupted.
         """
+        plan = plan_output(
+            output_type,
+            self.profile.output_mode,
+            fallback=fallback,
+            recipients=recipients,
+            constrain_json=self.profile.constrain_json,
+        )
+        limits = self.run_usage_limits.to_pydantic_ai()
         try:
-            return self._run(prompt, deps=deps, output_type=output_type, limits=self.run_usage_limits.to_pydantic_ai())
+            try:
+                return self._run(prompt, deps=deps, output_type=output_type, limits=limits, plan=plan)
+            except Exception as exc:
+                if not is_context_overflow(exc) or not self._shrink_for_retry():
+                    raise
+                return self._run(prompt, deps=deps, output_type=output_type, limits=limits, plan=plan)
         except _Breach as breach:
             error = RunUsageLimitError(f"run limit reached: {_first_sentence(breach.cause)}")
             error.__cause__ = breach.cause
@@ -140,12 +196,14 @@ class ReactAgent:
     def conclude(self, prompt: str, *, history: list[ModelMessage], output_type: type[T], deps: Any = None) -> T:
         """One tool-free request through ``output_type`` on ``history`` (limit recovery)."""
         self.messages = history
+        plan = plan_output(output_type, self.profile.output_mode, constrain_json=self.profile.constrain_json)
         return self._run(
             prompt,
             deps=deps,
             output_type=output_type,
             limits=UsageLimits(request_limit=1),
             capabilities=[NoFunctionTools()],
+            plan=plan,
         )
 
     def _run(
@@ -156,85 +214,119 @@ class ReactAgent:
         output_type: type[T],
         limits: UsageLimits,
         capabilities: Sequence[Any] = (),
+        plan: OutputPlan | None = None,
     ) -> T:
+        plan = plan or OutputPlan(output_type=output_type, streams=True)
         run_id = uuid.uuid4().hex
         self.budget.start_run(run_id)
         self.current_run_id = run_id
         started = time.time()
-        before = len(self.messages)
+        history = self.messages
+        before = len(history)
         captured: list[ModelMessage] = []
-        streamer = self._streamer(run_id, output_type)
+        streamer = self._streamer(run_id, plan)
+        tap = self._tap
+        tap.reset()
+        coro = self._agent.run(
+            prompt,
+            deps=deps,
+            output_type=plan.output_type,
+            message_history=history,
+            usage_limits=limits,
+            instructions=plan.instructions,
+            model_settings=plan.settings or None,  # type: ignore[arg-type]
+            capabilities=[*capabilities, tap],
+            event_stream_handler=streamer.handle if streamer is not None else None,
+        )
         try:
             with capture_run_messages() as captured:
-                result = self._loop.run_until_complete(
-                    self._agent.run(
-                        prompt,
-                        deps=deps,
-                        output_type=output_type,
-                        message_history=self.messages,
-                        usage_limits=limits,
-                        capabilities=list(capabilities) or None,
-                        event_stream_handler=streamer.handle if streamer is not None else None,
-                    )
-                )
+                task = self._loop.create_task(coro)
+                with self._task_lock:
+                    self._task = task
+                try:
+                    result = self._loop.run_until_complete(task)
+                except asyncio.CancelledError:
+                    raise RunCancelledError("run interrupted") from None
+                finally:
+                    with self._task_lock:
+                        self._task = None
         except UsageLimitExceeded as exc:
             if streamer is not None:
                 streamer.abort()
-            self._report(captured[before:], run_id, started)
+            self._report(tap.take(), run_id, started)
             raise _Breach(exc, list(captured)) from exc
-        except BaseException:
+        except BaseException as exc:
             if streamer is not None:
                 streamer.abort()
-            self._report(captured[before:], run_id, started)
-            if captured:
-                self.messages = closed_history(captured)
+            self._report(tap.take(), run_id, started)
+            line = "[interrupted]" if isinstance(exc, RunCancelledError) else f"[failed: {self.describe(exc)}]"
+            self.messages = collapse_failed_run(history, captured[before:], line)
+            self._collapsed = len(self.messages) - len(history)
             raise
         finally:
             self.current_run_id = None
-        self.messages = result.all_messages()
+        self.messages = prune_rejected(result.all_messages(), before)
         if streamer is not None:
             streamer.finish(result.output)
-        self._report(result.new_messages(), run_id, started)
+        self._report(tap.take(), run_id, started)
         return result.output  # type: ignore[no-any-return]
+
+    def describe(self, exc: BaseException) -> str:
+        """One line for the human: what failed and what to do."""
+        return describe_failure(exc, timeout=self._timeout)
+
+    def interrupt(self) -> bool:
+        """Cancel the run in flight, from any thread; False when there is none."""
+        with self._task_lock:
+            task = self._task
+            if task is None or task.done():
+                return False
+            self._loop.call_soon_threadsafe(task.cancel)
+            return True
+
+    def _shrink_for_retry(self) -> bool:
+        """After a full-context refusal: drop the failed run's trace, then fit the history in half."""
+        if self._collapsed:
+            self.messages = self.messages[: -self._collapsed]  # the failed run's trace: it is asked again
+            self._collapsed = 0
+        limit = self.model_cfg.context_length
+        budget = (
+            int(limit * self.compaction_cfg.trigger_ratio / 2)
+            if limit
+            else estimate_tokens(message_chars(self.messages) // 2)
+        )
+        self._context_size = 0
+        return self.fit_tokens(budget) > 0 or not limit
 
     @property
     def streams(self) -> bool:
         """Will runs with a StructuredOutput-like output be streamed?"""
         return self._can_stream and self.on_stream is not None
 
-    def _streamer(self, run_id: str, output_type: Any) -> OutputStreamer | None:
+    def _streamer(self, run_id: str, plan: OutputPlan) -> OutputStreamer | None:
+        from aklab.llm.output_modes import messages_item_type
+
         sink = self.on_stream
-        if sink is None or not self._can_stream or not streams_messages(output_type):
+        if sink is None or not self._can_stream or not plan.streams:
+            return None
+        target = plan.output_type[0] if isinstance(plan.output_type, list) else plan.output_type
+        if messages_item_type(getattr(target, "output", target)) is None:
             return None
         return OutputStreamer(agent=self.name, run_id=run_id, sink=sink, min_chars=self.stream_min_chars)
 
-    def _report(self, messages: Sequence[ModelMessage], run_id: str, started: float) -> None:
-        responses = [m for m in messages if isinstance(m, ModelResponse)]
-        if not responses:
+    def _report(self, records: Sequence[_Record], run_id: str, started: float) -> None:
+        if not records:
             return
-        duration = (time.time() - started) / len(responses)
-        for response in responses:
-            usage = response.usage
-            self._context_size = usage.input_tokens + usage.output_tokens
-            cost = usage.cost
-            event = LlmUsageEvent(
-                agent=self.name,
-                role=self.role,
-                run_id=run_id,
-                model=response.model_name or self._model_label,
-                requests=1,
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                cache_read_tokens=usage.cache_read_tokens,
-                cache_write_tokens=usage.cache_write_tokens,
-                cost_usd=float(cost) if cost is not None else None,
-                started_at=response.timestamp,
-                duration_s=duration,
-            )
+        now = time.time()
+        for record in records:
+            event = self._usage_event(record, run_id, now - started)
+            if record.response is not None:
+                self._context_size = event.total_tokens
             self.budget.record(event)
             if self.on_usage is not None:
                 self.on_usage(event)
-            if self.on_tool_call is not None:
+            response = record.response
+            if self.on_tool_call is not None and response is not None:
                 for part in response.parts:
                     if isinstance(part, ToolCallPart) and not part.tool_name.startswith("final_result"):
                         self.on_tool_call(
@@ -320,7 +412,23 @@ class ReactAgent:
         if not limit or self._context_size <= limit * self.compaction_cfg.trigger_ratio:
             return 0
         self._context_size = 0
-        return self.compact(deps)
+        removed = self.compact(deps)
+        return removed + self.fit_tokens(int(limit * self.compaction_cfg.trigger_ratio / 2))
+
+    def fit_tokens(self, budget: int) -> int:
+        """Drop old runs, then cut long parts, until the history's estimate fits ``budget`` tokens.
+
+        Compaction keeps a number of runs; one long run (a big tool result, a rambling
+        answer) can still overflow a small context, so this works by size.
+        """
+        removed = 0
+        fixed = len(self.system_prompt)
+        while self._run_starts()[1:] and estimate_tokens(message_chars(self.messages) + fixed) > budget:
+            removed += self.compact_sliding(keep_runs=len(self._run_starts()) - 1)
+        if estimate_tokens(message_chars(self.messages) + fixed) > budget:
+            self.messages, cut = shrink_parts(self.messages, max(0, budget * 4 - fixed))
+            removed += 1 if cut else 0
+        return removed
 
     def clear(self) -> None:
         """Forget the conversation (the system prompt is sent again on the next run)."""
@@ -328,8 +436,123 @@ class ReactAgent:
         self._context_size = 0
 
     def close(self) -> None:
-        """Release the event loop (called when the owning actor stops)."""
+        """Release the event loop and the model's HTTP client (called when the actor stops)."""
+        self.interrupt()
         self._finalizer()
+
+    def _usage_event(self, record: _Record, run_id: str, duration: float) -> LlmUsageEvent:
+        response = record.response
+        common: dict[str, Any] = {
+            "agent": self.name,
+            "role": self.role,
+            "run_id": run_id,
+            "model": self._model_label,
+            "requests": 1,
+            "duration_s": record.seconds if record.seconds is not None else duration,
+            "started_at": record.started_at,
+        }
+        if response is None:  # failed or cut off: sent, but nothing is known of its size
+            return LlmUsageEvent(
+                **common,
+                input_tokens=None,
+                output_tokens=None,
+                ok=False,
+                cost_usd=0.0 if self.profile.local else None,
+                cost_source="local" if self.profile.local else None,
+            )
+        usage = response.usage
+        estimated = bool(getattr(usage, "unmeasured_requests", 0)) or (
+            usage.input_tokens == 0 and usage.output_tokens == 0
+        )
+        if estimated:
+            input_tokens = estimate_tokens(record.request_chars)
+            output_tokens = estimate_tokens(message_chars([response]))
+        else:
+            input_tokens, output_tokens = usage.input_tokens, usage.output_tokens
+        if self.profile.local:
+            cost: float | None = 0.0
+            source: str | None = "local"
+        else:
+            raw = usage.cost if not estimated else None
+            cost = float(raw) if raw is not None else None
+            source = "genai-prices" if cost is not None else None
+        return LlmUsageEvent(
+            **common,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cache_read_tokens=usage.cache_read_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
+            cost_usd=cost,
+            cost_source=source,
+            estimated=estimated,
+        )
+
+
+def _close(loop: asyncio.AbstractEventLoop, resolved: Any) -> None:
+    try:
+        resolved.close()
+    finally:
+        loop.close()
+
+
+@dataclass
+class _Record:
+    """One model request as the tap saw it end."""
+
+    started_at: Any
+    request_chars: int
+    response: ModelResponse | None
+    seconds: float | None = None
+
+
+@dataclass
+class _RequestTap(AbstractCapability[Any]):
+    """Records every model request of a run as it ends: responses and failures alike.
+
+    Passed last among a run's capabilities, so that its ``after_*`` hooks run first
+    (pydantic-ai calls them in reverse) and see a response before any other hook can
+    drop it.
+    """
+
+    records: list[_Record] = field(default_factory=list)
+    _started: float = 0.0
+    _chars: int = 0
+    _pending: bool = False  # a request went out and has not ended (yet, or ever: cancelled)
+
+    def reset(self) -> None:
+        self.records = []
+        self._pending = False
+
+    def take(self) -> list[_Record]:
+        if self._pending:  # cancelled in flight: it was sent, its size is unknown
+            self._fail()
+        out, self.records = self.records, []
+        return out
+
+    def _fail(self) -> None:
+        from datetime import UTC, datetime
+
+        self._pending = False
+        self.records.append(_Record(datetime.fromtimestamp(self._started or time.time(), UTC), self._chars, None, None))
+
+    async def prepare_model_request(self, ctx: RunContext[Any], request_context: Any) -> Any:
+        self._started = time.time()
+        params = request_context.model_request_parameters
+        extra = sum(len(str(getattr(p, "content", p))) for p in (getattr(params, "instruction_parts", None) or []))
+        tools = [*(getattr(params, "function_tools", None) or []), *(getattr(params, "output_tools", None) or [])]
+        extra += sum(len(t.name) + len(t.description or "") + len(str(t.parameters_json_schema)) for t in tools)
+        self._chars = message_chars(request_context.messages) + extra
+        self._pending = True
+        return request_context
+
+    async def after_model_request(self, ctx: RunContext[Any], *, request_context: Any, response: Any) -> Any:
+        self._pending = False
+        self.records.append(_Record(response.timestamp, self._chars, response, time.time() - self._started))
+        return response
+
+    async def on_model_request_error(self, ctx: RunContext[Any], *, request_context: Any, error: Exception) -> Any:
+        self._fail()
+        raise error
 
 
 def _first_sentence(error: Exception) -> str:

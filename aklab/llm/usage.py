@@ -1,8 +1,15 @@
 """Usage records and their aggregation.
 
-Every model request produces one :class:`LlmUsageEvent`; every tool call one
-:class:`ToolCallEvent`. ``cost_usd`` comes from genai-prices (through pydantic-ai) and
-is ``None`` when the model cannot be priced, never an invented number.
+Every model request produces one :class:`LlmUsageEvent` (a failed one too: it was sent);
+every tool call one :class:`ToolCallEvent`.
+
+- Tokens are what the provider reported. When it reported none (a streaming
+  llama.cpp server never does), aklab estimates them from the characters sent and
+  received and sets ``estimated``; when nothing can be known (a request cut off before
+  any answer), they are ``None``, never a made-up 0.
+- ``cost_usd`` comes from genai-prices (through pydantic-ai) for cloud models
+  (``cost_source="genai-prices"``), is 0 for a server on this machine
+  (``cost_source="local"``), and is ``None`` when the model cannot be priced.
 """
 
 from __future__ import annotations
@@ -27,17 +34,23 @@ class LlmUsageEvent(BaseModel):
     run_id: str
     model: str
     requests: int = 1
-    input_tokens: int = 0
-    output_tokens: int = 0
+    input_tokens: int | None = 0
+    output_tokens: int | None = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     cost_usd: float | None = None
+    cost_source: str | None = None
+    """``genai-prices``, ``local`` (a server on this machine: free), or None (unpriced)."""
+    estimated: bool = False
+    """The token counts are aklab's estimate (the provider reported none)."""
+    ok: bool = True
+    """False for a request that failed or was cut off (it was still sent, and counts)."""
     started_at: datetime = Field(default_factory=_now)
     duration_s: float = 0.0
 
     @property
     def total_tokens(self) -> int:
-        return self.input_tokens + self.output_tokens
+        return (self.input_tokens or 0) + (self.output_tokens or 0)
 
 
 class ToolCallEvent(BaseModel):
@@ -60,6 +73,10 @@ class UsageTotals(BaseModel):
     cache_write_tokens: int = 0
     cost_usd: float | None = 0.0
     unpriced_requests: int = 0
+    estimated_requests: int = 0
+    """Requests whose tokens are aklab's estimate."""
+    unknown_token_requests: int = 0
+    """Requests whose tokens are unknown (counted as 0 in the sums)."""
 
     @property
     def total_tokens(self) -> int:
@@ -67,8 +84,11 @@ class UsageTotals(BaseModel):
 
     def add(self, event: LlmUsageEvent) -> None:
         self.requests += event.requests
-        self.input_tokens += event.input_tokens
-        self.output_tokens += event.output_tokens
+        if event.input_tokens is None and event.output_tokens is None:
+            self.unknown_token_requests += event.requests
+        self.estimated_requests += event.requests if event.estimated else 0
+        self.input_tokens += event.input_tokens or 0
+        self.output_tokens += event.output_tokens or 0
         self.cache_read_tokens += event.cache_read_tokens
         self.cache_write_tokens += event.cache_write_tokens
         if event.cost_usd is None:

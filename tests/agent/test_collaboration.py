@@ -212,7 +212,7 @@ def test_a_model_failure_tells_the_human_and_the_agent_keeps_working(system: Act
     team.say(manager, "second")
     team.settle()
     contents = [m.content for m in team.inbox.messages]
-    assert contents[0].startswith("@Manager could not answer: ConnectionError: provider unreachable")
+    assert contents[0].startswith("@Manager could not answer: cannot reach the model server (provider unreachable)")
     assert contents[1] == "back online"
     errors = [r for r in events.records if isinstance(r, ErrorMessage)]
     assert len(errors) == 1 and errors[0].exception_type == "ModelError"

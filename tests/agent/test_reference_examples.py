@@ -44,7 +44,11 @@ def test_the_event_subscriber_example_prints_messages_and_tool_calls(
     manager = team.start("Manager")
     team.say(manager, "Plan the next sprint.")
     team.settle()
-    assert capsys.readouterr().out == "[@Human] → @Manager: Plan the next sprint.\nTOOL: team_roles\n"
+    # The scripted model then sends nothing: a human's request never ends in silence (issue 10).
+    assert capsys.readouterr().out == (
+        "[@Human] → @Manager: Plan the next sprint.\nTOOL: team_roles\n"
+        "[@Manager] → @Human: @Manager did not reply to @Human: it sent nothing. Ask again or rephrase.\n"
+    )
 
 
 def test_both_usage_tiers_configure_as_in_the_example() -> None:
@@ -180,13 +184,14 @@ def test_an_agent_tier_breach_tells_the_human_and_ends_the_turn_with_a_warning(s
     team.say(manager, "one")
     team.say(manager, "two")
     team.settle()
-    [notice] = team.inbox.messages
+    silence, notice = team.inbox.messages  # "one" was answered with nothing: that is said too (issue 10)
+    assert silence.content == "@Manager did not reply to @Human: it sent nothing. Ask again or rephrase."
     assert notice.type == "notification" and notice.content.startswith("@Manager stopped: agent lifetime limit reached")
     assert [e.exception_type for e in errors.errors] == [WarningError.__name__]
     assert manager.is_alive()
 
 
-def test_a_run_tier_conclusion_that_routes_nothing_is_silent(system: ActorSystem) -> None:
+def test_a_run_tier_conclusion_that_routes_nothing_tells_the_human_in_one_line(system: ActorSystem) -> None:
     def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         if info.function_tools:
             return ModelResponse(parts=[ToolCallPart("team_roles", {})])
@@ -198,7 +203,9 @@ def test_a_run_tier_conclusion_that_routes_nothing_is_silent(system: ActorSystem
     manager = team.start("Manager")
     team.say(manager, "go")
     team.settle()
-    assert team.inbox.messages == []
+    assert [m.content for m in team.inbox.messages] == [
+        "@Manager did not reply to @Human: it sent nothing. Ask again or rephrase."
+    ]
 
 
 def test_usage_summary_by_run_through_the_proxy(system: ActorSystem) -> None:

@@ -146,7 +146,9 @@ def test_a_failed_run_keeps_its_usage_and_the_prompt_in_the_history() -> None:
     agent, _ = _agent(FunctionModel(broken))
     with pytest.raises(ConnectionError):
         agent.run_sync("remember me", output_type=Answer)
-    assert [p.part_kind for m in agent.messages for p in m.parts if p.part_kind != "system-prompt"] == ["user-prompt"]
+    kinds = [p.part_kind for m in agent.messages for p in m.parts if p.part_kind != "system-prompt"]
+    assert kinds == ["user-prompt", "text"]  # the prompt, and one line saying what happened
+    assert agent.messages[-1].parts[0].content.startswith("[failed: cannot reach the model server")  # type: ignore[union-attr]
 
 
 def test_compaction_drops_whole_old_runs() -> None:
