@@ -7,7 +7,8 @@ anything else keeps its traceback.
 ======================================  ===============================================
 ``%aklab``                              status of the lab
 ``%aklab team NAME|PATH``               start the built-in team NAME, or a team file
-``%aklab model provider:model``         restart the team on another model
+``%aklab model provider:model``         restart the team on another model (built first:
+``      [--base-url URL] [...]``        a bad spec is one line); options: ``parse_model``
 ``%aklab dashboard``                    the live panels in tabs
 ``%%ask [@Agent] [--bg] [--timeout S]`` send the cell (``{var}`` expanded) to the team
 ``      [--out VAR]``                   and show the replies; VAR gets them too
@@ -33,6 +34,7 @@ from aklab.errors import AklabError
 if TYPE_CHECKING:
     from aklab.agent import AgentMessage
     from aklab.lab.session import Lab
+    from aklab.llm import ModelConfig
 
 __all__ = [
     "AklabMagics",
@@ -42,6 +44,7 @@ __all__ = [
     "parse_aklab",
     "parse_ask",
     "parse_member",
+    "parse_model",
     "parse_usage",
 ]
 
@@ -98,16 +101,50 @@ def parse_member(line: str, prog: str) -> str | None:
 
 
 def parse_aklab(line: str) -> tuple[str, str | None]:
-    """``("status", None)``, ``("team", NAME)``, ``("model", SPEC)`` or ``("dashboard", None)``."""
+    """``("status", None)``, ``("team", NAME)``, ``("model", SPEC_AND_OPTIONS)`` or ``("dashboard", None)``.
+
+    The model's words are left for :func:`parse_model`.
+    """
     words = shlex.split(line)
     usage = "%aklab [team NAME|PATH | model provider:model | dashboard]"
     if not words:
         return "status", None
-    if words[0] in ("team", "model") and len(words) == 2:
+    if words[0] == "team" and len(words) == 2:
         return words[0], words[1]
+    if words[0] == "model" and len(words) >= 2:
+        return "model", shlex.join(words[1:])
     if words == ["dashboard"]:
         return "dashboard", None
     raise UsageError(f"unknown arguments {line.strip()!r}\nusage: {usage}")
+
+
+_MODEL_USAGE = (
+    "%(prog)s provider:model [--base-url URL] [--api-key-env VAR] [--temperature T] [--max-tokens N]"
+    " [--timeout S] [--retries N] [--output-mode auto|tool|native|prompted|text] [--context-length N]"
+)
+
+
+def parse_model(line: str) -> ModelConfig:
+    """The words after ``%aklab model`` -> a ``ModelConfig``, not built yet.
+
+    ``provider:model [--base-url URL] [--api-key-env VAR] [--temperature T] [--max-tokens N]
+    [--timeout S] [--retries N] [--output-mode auto|tool|native|prompted|text] [--context-length N]``
+    """
+    from aklab.llm import ModelConfig
+    from aklab.llm.config import OUTPUT_MODES
+
+    p = _Parser(prog="%aklab model", add_help=False, usage=_MODEL_USAGE)
+    p.add_argument("spec", metavar="provider:model")
+    p.add_argument("--base-url", metavar="URL")
+    p.add_argument("--api-key-env", metavar="VAR")
+    p.add_argument("--temperature", type=float, metavar="T")
+    p.add_argument("--max-tokens", type=int, metavar="N")
+    p.add_argument("--timeout", type=float, metavar="S")
+    p.add_argument("--retries", type=int, metavar="N")
+    p.add_argument("--output-mode", choices=OUTPUT_MODES)
+    p.add_argument("--context-length", type=int, metavar="N")
+    options = vars(p.parse_args(shlex.split(line)))
+    return ModelConfig.parse(options.pop("spec"), **options)
 
 
 class PendingReplies:
@@ -158,13 +195,16 @@ class AklabMagics(Magics):
         """%aklab [team NAME|PATH | model provider:model | dashboard]"""
         from aklab.lab import set_lab
         from aklab.lab.session import Lab
+        from aklab.llm.profiles import resolve
 
         try:
             action, value = parse_aklab(line)
             if action == "team":
                 set_lab(Lab(value or "dev-team"))
             elif action == "model":
-                set_lab(Lab(self._lab().spec, model=value))
+                model_cfg = parse_model(value or "")
+                resolve(model_cfg).close()  # a bad spec fails here, before the team restarts
+                set_lab(Lab(self._lab().spec, model=model_cfg))
             elif action == "dashboard":
                 return self._lab().dashboard()
             print(self._lab().status())

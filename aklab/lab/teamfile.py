@@ -19,6 +19,14 @@
     prompt = "You are a Researcher."
     model = "openai:gpt-4.1"       # per-role model
 
+    [[roles]]
+    role = "Coder"
+    # a model with options: any ModelConfig field next to the spec
+    model = { spec = "local:smollm2", max_tokens = 256, temperature = 0.2, timeout = 60 }
+
+A ``model`` is a ``provider:model`` string or a table: ``spec`` plus any of ``base_url``,
+``api_key_env``, ``temperature``, ``max_tokens``, ``timeout``, ``retries``,
+``output_mode``, ``context_length``. A role's model replaces the team's.
 Unknown keys are errors (a typo should not silently do nothing).
 """
 
@@ -57,7 +65,7 @@ class _Role(BaseModel):
     prompt: str = "You are a helpful assistant."
     routes_to: list[str] = Field(default_factory=list)
     tools: list[str | dict[str, Any]] = Field(default_factory=list)
-    model: str | None = None
+    model: str | dict[str, Any] | None = None
     agent_class: str = "aklab.agent.BaseAgent"
     run_usage_limits: RunUsageLimits | None = None
     agent_usage_limits: AgentUsageLimits | None = None
@@ -69,7 +77,7 @@ class _Team(BaseModel):
     name: str
     entry: str
     start: list[str] = Field(default_factory=list)
-    model: str | None = None
+    model: str | dict[str, Any] | None = None
     roles: list[_Role]
 
 
@@ -89,6 +97,22 @@ def _tool(spec: str | dict[str, Any]) -> ToolCard:
     return card
 
 
+def _model(value: str | dict[str, Any] | None, *, where: str) -> ModelConfig:
+    """A ``model`` entry (string or table) as a ModelConfig; mistakes are a ConfigError naming ``where``."""
+    if value is None:
+        return ModelConfig()
+    try:
+        if isinstance(value, str):
+            return ModelConfig.parse(value)
+        options = dict(value)
+        spec = options.pop("spec", None)
+        if not isinstance(spec, str):
+            raise ConfigError('a model table needs spec = "provider:model"')
+        return ModelConfig.parse(spec, **options)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from exc
+
+
 def team_from_dict(data: dict[str, Any], *, source: str = "team") -> TeamSpec:
     try:
         team = _Team.model_validate(data)
@@ -100,15 +124,16 @@ def team_from_dict(data: dict[str, Any], *, source: str = "team") -> TeamSpec:
     for missing in [team.entry, *team.start, *(t for r in team.roles for t in r.routes_to)]:
         if missing not in roles:
             raise ConfigError(f"{source}: role {missing!r} is used but not defined under [[roles]]")
+    team_model = _model(team.model, where=f"{source}: model")
     cards = []
-    for role in team.roles:
-        model = role.model or team.model
+    for i, role in enumerate(team.roles):
+        model = team_model if role.model is None else _model(role.model, where=f"{source}: roles.{i}.model")
         config = AgentConfig(
             name=role.name or f"@{role.role}",
             role=role.role,
             description=role.description,
             prompt=PromptTemplate(template=role.prompt),
-            model_cfg=ModelConfig.parse(model) if model else ModelConfig(),
+            model_cfg=model,
             tools=[_tool(t) for t in role.tools],
             run_usage_limits=role.run_usage_limits or RunUsageLimits(),
             agent_usage_limits=role.agent_usage_limits or AgentUsageLimits(),

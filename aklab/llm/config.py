@@ -113,6 +113,8 @@ class ModelConfig(BaseModel):
         if not sep or not provider or not model:
             raise ConfigError(f"model spec {spec!r} must look like 'provider:model', e.g. 'openai:gpt-4.1'")
         given = {k: v for k, v in options.items() if v is not None}
+        if "provider" in given or "model" in given:
+            raise ConfigError(f"model {spec!r}: give the provider and the model in the spec only")
         try:
             return cls(provider=provider, model=model, **given)
         except ValidationError as exc:

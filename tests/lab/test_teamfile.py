@@ -1,12 +1,14 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from aklab.errors import ConfigError
 from aklab.lab.session import Lab
-from aklab.lab.teamfile import load_team_file
+from aklab.lab.teamfile import load_team_file, team_from_dict
+from aklab.llm import ModelConfig
 from aklab.tools import PlanningTool, WorkspaceTool
 
 TOML = """
@@ -42,6 +44,47 @@ def test_a_toml_team_file_describes_roles_tools_models_and_the_entry(tmp_path: P
     with Lab(spec) as lab:
         [reply] = lab.ask("Find out about tides", timeout=20)
         assert "Researcher result" in reply.content
+
+
+def test_a_model_may_be_a_table_with_options_and_a_role_replaces_the_teams(tmp_path: Path) -> None:
+    path = tmp_path / "team.toml"
+    path.write_text(
+        'name = "local"\nentry = "A"\n'
+        '[model]\nspec = "local:smollm2"\nmax_tokens = 64\ntimeout = 30\noutput_mode = "prompted"\n'
+        '[[roles]]\nrole = "A"\nroutes_to = ["B", "C"]\n'
+        '[[roles]]\nrole = "B"\nmodel = "openai:gpt-4.1"\n'
+        '[[roles]]\nrole = "C"\n'
+        'model = { spec = "openai-compatible:qwen3", base_url = "http://gpu:8000/v1", api_key_env = "GPU_KEY",'
+        " temperature = 0.1, retries = 0, context_length = 8192 }\n"
+    )
+    a, b, c = (card.config.model_cfg for card in load_team_file(path).cards)  # type: ignore[attr-defined]
+    assert a == ModelConfig(provider="local", model="smollm2", max_tokens=64, timeout=30, output_mode="prompted")
+    assert b == ModelConfig(provider="openai", model="gpt-4.1")
+    assert c == ModelConfig(
+        provider="openai-compatible",
+        model="qwen3",
+        base_url="http://gpu:8000/v1",
+        api_key_env="GPU_KEY",
+        temperature=0.1,
+        retries=0,
+        context_length=8192,
+    )
+
+
+@pytest.mark.parametrize(
+    ("model", "message"),
+    [
+        ({"max_tokens": 5}, 'roles.0.model: a model table needs spec = "provider:model"'),
+        ({"spec": "local:x", "colour": "red"}, "roles.0.model: model 'local:x': unknown option 'colour'"),
+        ({"spec": "local:x", "output_mode": "json"}, "unknown output_mode 'json': use one of auto, tool,"),
+        ({"spec": "local:x", "max_tokens": "many"}, "max_tokens: Input should be a valid integer"),
+    ],
+)
+def test_mistakes_in_a_model_table_are_clear_errors(model: dict[str, object], message: str) -> None:
+    data = {"name": "x", "entry": "A", "roles": [{"role": "A", "model": model}]}
+    with pytest.raises(ConfigError, match=re.escape(message)) as info:
+        team_from_dict(data, source="team.toml")
+    assert str(info.value).startswith("team.toml: ") and "\n" not in str(info.value)
 
 
 def test_the_same_team_in_yaml(tmp_path: Path) -> None:
