@@ -1,4 +1,8 @@
-"""Mistral's API (``mistral:mistral-large-latest``); key ``$MISTRAL_API_KEY``."""
+"""Mistral's API (``mistral:mistral-large-latest``); key ``$MISTRAL_API_KEY``.
+
+Mistral's SDK does not retry unless told how long to keep trying, and pydantic-ai passes
+only ``max_retries=0`` on to it, so here a request is sent once whatever ``retries`` says.
+"""
 
 from __future__ import annotations
 
