@@ -16,7 +16,7 @@ from aklab.errors import ConfigError
 from aklab.llm.profiles._base import BuildContext, Family, OutputMode, ResolvedModel, is_loopback, needs_sdk
 
 if TYPE_CHECKING:
-    from pydantic_ai.profiles.openai import OpenAIModelProfile
+    from pydantic_ai.profiles import ModelProfile
 
 __all__ = ["FAMILY", "PLACEHOLDER_KEY", "OpenAICompatibleFamily", "build_compatible", "compatible_profile"]
 
@@ -24,19 +24,19 @@ PLACEHOLDER_KEY = "not-needed"
 """Sent to a server that needs no key (the OpenAI SDK insists on one)."""
 
 
-def compatible_profile(ctx: BuildContext, output_mode: OutputMode) -> OpenAIModelProfile:
+def compatible_profile(ctx: BuildContext, output_mode: OutputMode) -> ModelProfile:
     """The pydantic-ai profile overlay for the OpenAI-compatible dialect."""
+    from pydantic_ai.profiles import merge_profile
     from pydantic_ai.profiles.openai import OpenAIModelProfile
 
-    overlay = ctx.model_profile(
-        output_mode,
+    dialect = OpenAIModelProfile(
         openai_chat_supports_max_completion_tokens=False,
         supports_forced_tool_choice=False,
         openai_supports_strict_tool_definition=False,
         supports_json_object_output=True,
         supports_json_schema_output=output_mode == "native",
     )
-    return OpenAIModelProfile(**overlay)  # type: ignore[typeddict-item]
+    return merge_profile(ctx.model_profile(output_mode), dialect)
 
 
 def build_compatible(
