@@ -34,7 +34,7 @@ __all__ = [
 DEMO_PROVIDER = "demo"
 DEMO_MODEL_NAME = "aklab-demo"
 
-OutputModeSetting = Literal["auto", "tool", "native", "prompted", "text"]
+OutputModeSetting = Literal["auto", "tool", "native", "prompted", "grammar", "text"]
 OUTPUT_MODES: tuple[str, ...] = get_args(OutputModeSetting)
 
 
@@ -66,7 +66,8 @@ class ModelConfig(BaseModel):
     output_mode: OutputModeSetting = "auto"
     """How the model returns structured output: ``tool`` (an output-tool call),
     ``native`` (a JSON-schema response format), ``prompted`` (JSON described in the
-    prompt, grammar-constrained where the server can), ``text`` (plain text only), or
+    prompt; prose falls back to a reply), ``grammar`` (prompted, and decoded under the
+    JSON schema where the server can: llama.cpp), ``text`` (plain text only), or
     ``auto``: the family's default (``prompted`` for local and OpenAI-compatible servers,
     ``tool`` elsewhere)."""
     context_length: int | None = Field(default=None, gt=0)

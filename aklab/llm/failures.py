@@ -11,7 +11,7 @@ import re
 
 from aklab.errors import AklabError
 
-__all__ = ["CONTEXT_FULL", "RunCancelledError", "describe_failure", "is_context_overflow"]
+__all__ = ["CONTEXT_FULL", "RunCancelledError", "describe_failure", "is_context_overflow", "is_cut_response"]
 
 
 class RunCancelledError(AklabError):
@@ -47,6 +47,15 @@ def is_context_overflow(exc: BaseException) -> bool:
     return False
 
 
+_CUT_NAMES = {"RemoteProtocolError", "ReadError", "IncompleteRead", "ChunkedEncodingError"}
+_CUT = re.compile(r"peer closed connection|incomplete chunked read|connection (was )?(reset|closed)", re.IGNORECASE)
+
+
+def is_cut_response(exc: BaseException) -> bool:
+    """Did the server accept the request and then drop the response part-way?"""
+    return any(type(e).__name__ in _CUT_NAMES or _CUT.search(str(e)) for e in _chain(exc))
+
+
 def _status(exc: BaseException) -> int | None:
     for e in _chain(exc):
         status = getattr(e, "status_code", None)
@@ -69,6 +78,8 @@ def describe_failure(exc: BaseException, *, timeout: float | None = None) -> str
     if names & {"APITimeoutError", "ReadTimeout", "TimeoutException", "TimeoutError", "ConnectTimeout"}:
         after = f" within {timeout:g} s" if timeout else ""
         return f"the model did not answer{after}; try again, or raise the timeout (%aklab model ... --timeout S)"
+    if is_cut_response(exc):
+        return "the model server dropped the response part-way; ask again"
     if names & {"APIConnectionError", "ConnectError", "ConnectionError", "ConnectionRefusedError"}:
         return f"cannot reach the model server ({_first_line(exc, 80)}); is it running? (check base_url)"
     if status == 429:

@@ -182,6 +182,8 @@ def _json_reader(
                 prose = _prose_of(data)
                 if prose:
                     return fallback(prose)
+                # JSON without any text to deliver: protocol debris, never a reply.
+                raise ModelRetry(f"Your JSON did not match the format: {_first_error(exc)}") from exc
         if fallback is None:
             raise ModelRetry("Reply with one JSON object only, as described in your instructions.")
         return fallback(_strip(text))

@@ -52,7 +52,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.usage import UsageLimits
 
 from aklab.llm.config import CompactionConfig, ModelConfig, RuntimeConfig
-from aklab.llm.failures import RunCancelledError, describe_failure, is_context_overflow
+from aklab.llm.failures import RunCancelledError, describe_failure, is_context_overflow, is_cut_response
 from aklab.llm.history import (
     collapse_failed_run,
     estimate_tokens,
@@ -184,7 +184,7 @@ class ReactAgent:
             try:
                 return self._run(prompt, deps=deps, output_type=output_type, limits=limits, plan=plan)
             except Exception as exc:
-                if not is_context_overflow(exc) or not self._shrink_for_retry():
+                if not self._worth_one_retry(exc):
                     raise
                 return self._run(prompt, deps=deps, output_type=output_type, limits=limits, plan=plan)
         except _Breach as breach:
@@ -284,11 +284,24 @@ class ReactAgent:
             self._loop.call_soon_threadsafe(task.cancel)
             return True
 
-    def _shrink_for_retry(self) -> bool:
-        """After a full-context refusal: drop the failed run's trace, then fit the history in half."""
+    def _worth_one_retry(self, exc: Exception) -> bool:
+        """A full context (after compacting) or a response cut part-way (if retries are on) is asked again once."""
+        if is_context_overflow(exc):
+            return self._shrink_for_retry()
+        retries = self.model_cfg.retries if self.model_cfg.retries is not None else 1
+        if retries > 0 and is_cut_response(exc):
+            self._drop_failed_trace()
+            return True
+        return False
+
+    def _drop_failed_trace(self) -> None:
         if self._collapsed:
             self.messages = self.messages[: -self._collapsed]  # the failed run's trace: it is asked again
             self._collapsed = 0
+
+    def _shrink_for_retry(self) -> bool:
+        """After a full-context refusal: drop the failed run's trace, then fit the history in half."""
+        self._drop_failed_trace()
         limit = self.model_cfg.context_length
         budget = (
             int(limit * self.compaction_cfg.trigger_ratio / 2)

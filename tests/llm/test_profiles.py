@@ -78,7 +78,7 @@ def test_build_model_is_kept_for_old_callers() -> None:
 def test_a_local_profile_speaks_the_llama_cpp_dialect(resolved: Callable[..., ResolvedModel]) -> None:
     r = resolved("local:smollm2", max_tokens=64, temperature=0.2, timeout=7, retries=0)
     assert r.profile == Profile(
-        "local", "local:smollm2", "prompted", constrain_json=True, local=True, reports_stream_usage=False
+        "local", "local:smollm2", "prompted", constrain_json=False, local=True, reports_stream_usage=False
     )
     assert r.settings == {
         "temperature": 0.2,
@@ -121,7 +121,9 @@ def test_an_openai_compatible_server_is_local_only_on_loopback(resolved: Callabl
     here = resolved("openai-compatible:qwen3", base_url="http://[::1]:8000/v1")
     assert (remote.profile.family, remote.profile.label) == ("openai-compatible", "openai-compatible:qwen3")
     assert (remote.profile.local, here.profile.local) == (False, True)
-    assert remote.profile.output_mode == "prompted" and remote.profile.constrain_json
+    assert remote.profile.output_mode == "prompted" and not remote.profile.constrain_json
+    grammar = resolved("openai-compatible:qwen3", base_url="http://gpu-box:8000/v1", output_mode="grammar")
+    assert (grammar.profile.output_mode, grammar.profile.constrain_json) == ("prompted", True)
     assert [is_loopback(u) for u in ("http://127.0.0.2/v1", "http://localhost", "https://example.com")] == [
         True,
         True,
@@ -162,7 +164,7 @@ def test_openai_with_a_base_url_goes_to_chat_completions_never_responses(
     local = resolved("openai:smollm2")
     assert isinstance(local.model, OpenAIChatModel) and local.model.base_url == "http://127.0.0.1:8080/v1/"
     assert local.profile == Profile(
-        "openai-compatible", "openai:smollm2", "prompted", constrain_json=True, local=True, reports_stream_usage=False
+        "openai-compatible", "openai:smollm2", "prompted", constrain_json=False, local=True, reports_stream_usage=False
     )
 
 
@@ -242,7 +244,7 @@ def test_a_model_that_cannot_be_built_is_a_one_line_config_error(
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"output_mode": "json"}, "unknown output_mode 'json': use one of auto, tool, native, prompted, text"),
+        ({"output_mode": "json"}, "unknown output_mode 'json': use one of auto, tool, native, prompted, grammar, text"),
         ({"colour": "red"}, "unknown option 'colour'"),
         ({"timeout": 0}, "timeout: Input should be greater than 0"),
         ({"provider": "openai"}, "give the provider and the model in the spec only"),

@@ -200,6 +200,8 @@ class BuildContext:
 
     def output_mode(self, default: OutputMode) -> OutputMode:
         mode = self.cfg.output_mode
+        if mode == "grammar":  # prompted JSON, decoded under a grammar where the server can
+            return "prompted"
         return default if mode == "auto" else mode
 
     def settings(self, *, http: bool = True, parallel_tool_calls: bool = True) -> ModelSettings:
