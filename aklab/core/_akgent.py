@@ -6,6 +6,19 @@ on with its next message.
 
 Records about the team (sent messages, events, errors) go straight into the team's
 :class:`TeamLog` on the thread that makes them; see ``aklab.core._log``.
+
+The edges of an actor's life, where pykka alone would be silent:
+
+- **A start that fails** (``on_start`` raises) is reported as an ``ErrorMessage``; the
+  member asks the orchestrator to take it off the roster (a ``StopMessage`` follows);
+  every message still queued for it goes back to its sender's :meth:`Akgent.on_undelivered`
+  (an ``ErrorMessage`` by default), and a message sent later raises ``ActorGoneError``.
+  ``on_stop`` still runs, so what ``on_start`` built before failing is released: write
+  ``on_stop`` for a partial start. ``ActorSystem.wait_started`` raises with the reason.
+- **A cancel arriving** calls :meth:`Akgent.on_cancel_arrived` at once, on the sender's
+  thread, whatever the actor is doing (see ``Mailbox.on_tagged``).
+- **Threads**: actors run on daemon threads, so a script that forgets to shut its system
+  down still exits; ``ActorSystem`` stops what is left at exit.
 """
 
 from __future__ import annotations
@@ -63,6 +76,7 @@ class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
 
     _handler_cache: ClassVar[dict[type, Callable[..., Any] | None]]
     is_user_proxy: ClassVar[bool] = False
+    use_daemon_thread: ClassVar[bool] = True  # never keep the interpreter alive
 
     def __init__(
         self,
@@ -94,6 +108,7 @@ class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
             ref=self.actor_ref,
         )
         self.current_message: Message | None = None
+        self.mailbox.on_tagged = self.on_cancel_arrived
 
     # -- pykka wiring ---------------------------------------------------------------
     @staticmethod
@@ -115,9 +130,71 @@ class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
 
     def on_stop(self) -> None:
         # Whatever is still queued will never be handled: stop counting it as work.
-        pending = sum(1 for m in self.mailbox.messages() if isinstance(m, Message | _TellCall))
+        pending = sum(1 for m in self.mailbox.close() if isinstance(m, Message | _TellCall))
         if pending and self._system is not None:
             self._system.activity.end(pending)
+
+    def on_cancel_arrived(self) -> None:
+        """A message the mailbox classifier tags (a cancel) was just queued for this actor.
+
+        Called at once on the *sender's* thread, while this actor may be inside a handler:
+        it must be thread-safe and quick (set an event, cancel a task), and must never
+        wait on an actor. An exception is logged and the message stays queued. Default:
+        nothing; the cancel is handled in its turn.
+        """
+
+    def on_undelivered(self, message: Message, reason: str) -> None:
+        """``message``, sent by this actor, was dropped unread: ``reason`` says why (its
+        recipient failed to start). Called on this actor's thread. Default: report it as an
+        ``ErrorMessage``; override to tell a model or a person."""
+        self._notify(_undelivered_error(message, reason))
+
+    # -- a start that fails ------------------------------------------------------------
+    def _actor_loop_setup(self) -> None:
+        # pykka's version logs a failing on_start and stops the actor without a word to
+        # anyone: its roster entry and queued mail would be left behind.
+        try:
+            self.on_start()
+        except Exception as exc:
+            self._start_failed(exc)
+
+    def _start_failed(self, exc: Exception) -> None:
+        name = self.config.name
+        summary = f"{type(exc).__name__}: {_first_line(exc)}"
+        log.error("%s failed to start: %s", name, summary, exc_info=exc)
+        if self._system is not None:
+            self._system.record_start_failure(self.myAddress, summary)
+        pykka.ActorRegistry.unregister(self.actor_ref)
+        self.actor_stopped.set()
+        self._notify(ErrorMessage(exception_type=type(exc).__name__, exception_value=str(exc)))
+        orchestrator = self._orchestrator
+        if orchestrator is not None and orchestrator != self.myAddress:
+            try:
+                self._tell(orchestrator, _TellCall("stop_member", (self.myAddress,), {}))
+            except ActorGoneError:
+                log.debug("orchestrator gone; %s stays listed", name)
+        reason = f"{name} failed to start ({summary})"
+        for message in self.mailbox.close():
+            if isinstance(message, Message):
+                self._bounce(message, reason)
+            # Counted as work when it was queued; ended after the bounce began its own.
+            if isinstance(message, Message | _TellCall) and self._system is not None:
+                self._system.activity.end()
+        try:
+            self.on_stop()
+        except Exception:
+            log.exception("%s: on_stop after a failed start", name)
+
+    def _bounce(self, message: Message, reason: str) -> None:
+        """Hand a message this actor will never read back to its sender."""
+        sender = message.sender
+        if sender is not None and sender != self.myAddress:
+            try:
+                self._tell(sender, _TellCall("on_undelivered", (message, reason), {}))
+                return
+            except ActorGoneError:
+                pass
+        self._notify(_undelivered_error(message, reason))
 
     def on_receive(self, message: Any) -> Any:
         try:
@@ -234,3 +311,17 @@ class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
 
     def __str__(self) -> str:
         return f"{type(self).__name__}({self.config.name})"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _undelivered_error(message: Message, reason: str) -> ErrorMessage:
+    to = f" to {message.recipient.name}" if message.recipient is not None else ""
+    return ErrorMessage(
+        exception_type=ActorGoneError.__name__,
+        exception_value=f"{type(message).__name__}{to} was not delivered: {reason}",
+        current_message=message,
+    )

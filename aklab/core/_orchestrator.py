@@ -11,6 +11,8 @@ import logging
 import re
 from typing import Any
 
+import pykka
+
 from aklab.core._address import ActorAddress
 from aklab.core._akgent import Akgent
 from aklab.core._card import AgentCard
@@ -89,12 +91,19 @@ class Orchestrator(Akgent[BaseConfig, Any]):
         return self.createActor(card.get_agent_class(), config)
 
     def stop_member(self, address: ActorAddress) -> bool:
-        """Stop a member and take it off the roster. False if it was not a member."""
+        """Stop a member and take it off the roster. False if it was not a member.
+
+        A member whose start failed calls this itself (through its mailbox), so the
+        roster never lists a member that cannot answer.
+        """
         member = self.team_directory.remove_member(address)
         if member is None:
             return False
         if member.is_alive():
-            member.ref.stop(block=False)
+            try:
+                member.ref.stop(block=False)
+            except pykka.ActorDeadError:
+                log.debug("%s stopped on its own", member.name)
         self._record(StopMessage(sender=member))
         return True
 

@@ -1,12 +1,21 @@
-"""ActorSystem: creates actors and hands out typed proxies to them."""
+"""ActorSystem: creates actors and hands out typed proxies to them.
+
+Actors run on daemon threads (see ``Akgent``), so a script that never calls
+``shutdown()`` still exits; at exit every system still running is shut down (bounded by
+``EXIT_TIMEOUT``), so ``on_stop`` hooks get to release what they hold.
+"""
 
 from __future__ import annotations
 
+import atexit
 import logging
+import time
 import uuid
+import weakref
 from typing import Any, TypeVar, cast
 
 import pykka
+from pykka.messages import ProxyCall
 
 from aklab.core._address import ActorAddress
 from aklab.core._akgent import Akgent, _TellCall
@@ -23,6 +32,17 @@ log = logging.getLogger("aklab.core")
 A = TypeVar("A", bound=Akgent[Any, Any])
 
 DEFAULT_ASK_TIMEOUT = 60.0
+#: How long the systems still running at interpreter exit get to stop, in all.
+EXIT_TIMEOUT = 5.0
+
+_running: weakref.WeakSet[ActorSystem] = weakref.WeakSet()
+
+
+@atexit.register
+def _shutdown_at_exit() -> None:
+    deadline = time.monotonic() + EXIT_TIMEOUT
+    for system in list(_running):
+        system.shutdown(timeout=max(0.0, deadline - time.monotonic()))
 
 
 class _AskProxy:
@@ -83,6 +103,7 @@ class ActorSystem:
         self.activity = Activity()
         self.ask_timeout = ask_timeout
         self._actors: list[ActorAddress] = []
+        self._start_failures: dict[str, str] = {}
 
     def createActor(
         self,
@@ -120,7 +141,39 @@ class ActorSystem:
             ref=ref,
         )
         self._actors.append(address)
+        _running.add(self)
         return address
+
+    def record_start_failure(self, address: ActorAddress, reason: str) -> None:
+        """Called by an actor whose ``on_start`` raised (``wait_started`` reports ``reason``)."""
+        self._start_failures[address.agent_id] = reason
+
+    def wait_started(self, *addresses: ActorAddress, timeout: float | None = None) -> None:
+        """Block until each actor has run its ``on_start``.
+
+        Raises ``ActorGoneError`` naming the first that failed to start, and why. Starts run
+        in parallel; ``timeout`` (default ``ask_timeout``) bounds the wait for each.
+        """
+        timeout = self.ask_timeout if timeout is None else timeout
+        probes: list[tuple[ActorAddress, Any]] = []
+        for address in addresses:
+            try:
+                # Answered once on_start is done: an actor reads no mail before that.
+                probes.append((address, address.ref.ask(ProxyCall(("get_config",), (), {}), block=False)))
+            except pykka.ActorDeadError:
+                probes.append((address, None))
+        for address, probe in probes:
+            try:
+                if probe is None:
+                    raise pykka.ActorDeadError(address.name)
+                probe.get(timeout=timeout)
+            except pykka.ActorDeadError:
+                reason = self._start_failures.get(address.agent_id)
+                if reason is None:
+                    raise ActorGoneError(f"{address.name} ({address.role}) is not running") from None
+                raise ActorGoneError(f"{address.name} failed to start: {reason}") from None
+            except pykka.Timeout:
+                raise ActorGoneError(f"{address.name} did not start within {timeout:g}s") from None
 
     def proxy_ask(self, address: ActorAddress, actor_class: type[A] | None = None) -> A:
         """A proxy whose method calls block and return the actor's result."""
@@ -144,14 +197,24 @@ class ActorSystem:
         return self.activity.wait_idle(timeout)
 
     def shutdown(self, timeout: float | None = 10.0) -> None:
-        """Stop every actor this system created, newest first."""
-        for address in reversed(self._actors):
-            if address.is_alive():
-                try:
-                    address.ref.stop(block=True, timeout=timeout)
-                except (pykka.ActorDeadError, pykka.Timeout):
-                    log.debug("%s already stopped", address.name)
-        self._actors.clear()
+        """Stop every actor this system created, newest first (each after its current message).
+
+        ``timeout`` bounds the whole shutdown; an actor still busy then is told to stop and
+        left to finish on its (daemon) thread.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        actors, self._actors = self._actors, []
+        for address in reversed(actors):
+            if not address.is_alive():
+                continue
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                address.ref.stop(block=True, timeout=remaining)
+            except pykka.ActorDeadError:
+                log.debug("%s already stopped", address.name)
+            except pykka.Timeout:
+                log.warning("%s did not stop in time; it stops after its current message", address.name)
+        _running.discard(self)
 
     def __enter__(self) -> ActorSystem:
         return self

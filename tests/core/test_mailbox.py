@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import pytest
+
 from aklab.core import Activity, Mailbox
 
 
@@ -46,3 +48,38 @@ def test_arrivals_after_costs_only_the_new_arrivals() -> None:
     assert box.get() == "a"
     assert box.arrivals_after(seq) == (["c"], 3)
     assert box.arrivals_after(3) == ([], 3)
+
+
+def test_a_tagged_arrival_is_announced_on_the_putting_thread_after_it_is_queued() -> None:
+    box = Mailbox()
+    box.classifier = lambda m: m == "cancel"
+    seen: list[tuple[str, int]] = []
+    box.on_tagged = lambda: seen.append(("tagged", len(box)))
+    box.put("a")
+    box.put("cancel")
+    assert seen == [("tagged", 2)]
+
+
+def test_a_closed_mailbox_refuses_mail_and_hands_over_what_was_waiting_once() -> None:
+    import pykka
+
+    box = Mailbox()
+    box.put("a")
+    assert box.close() == ["a"]
+    assert box.close() == []
+    with pytest.raises(pykka.ActorDeadError):
+        box.put("b")
+    assert list(box.messages()) == ["a"]  # left for pykka to answer any asker
+
+
+def test_an_ask_to_a_closed_mailbox_gets_actor_dead_in_its_future() -> None:
+    from types import SimpleNamespace
+
+    import pykka
+
+    box = Mailbox()
+    box.close()
+    future = pykka.ThreadingFuture[None]()
+    box.put(SimpleNamespace(message="question", reply_to=future))
+    with pytest.raises(pykka.ActorDeadError):
+        future.get(timeout=1)
