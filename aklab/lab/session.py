@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from aklab.agent import AgentMessage, ContextUpdateEvent, HumanProxy
 from aklab.core import ActorAddress, ActorSystem, BaseConfig, CancelMessage, Orchestrator
-from aklab.errors import AklabError, ConfigError, RoutingError
+from aklab.errors import ActorGoneError, AklabError, ConfigError, RoutingError
 from aklab.lab.frames import usage_frame
 from aklab.lab.recorder import TeamRecorder
 from aklab.lab.teams import BUILTIN_TEAMS, TeamSpec, builtin_team
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from aklab.lab.panels import Dashboard, Panel
 
-__all__ = ["DEFAULT_TIMEOUT", "AskTimeout", "Lab", "format_message", "resolve_team"]
+__all__ = ["DEFAULT_TIMEOUT", "AskTimeout", "Lab", "check_models", "format_message", "resolve_team"]
 
 log = logging.getLogger("aklab.lab")
 
@@ -52,13 +52,28 @@ class Lab:
     """A running team with a human seat, a recorder, and plain methods for everything."""
 
     def __init__(self, team: str | Path | TeamSpec = "dev-team", *, model: str | ModelConfig | None = None) -> None:
+        """Start ``team`` (on ``model``, if given) and wait until its first members have started.
+
+        Fails fast, with nothing left running: a model that cannot be built (no SDK, no
+        key, unknown provider) raises ``ConfigError`` before any actor starts; a member
+        whose start fails raises ``ActorGoneError`` saying why, and every actor started
+        so far is stopped.
+        """
         spec = resolve_team(team)
         if model is not None:
             spec = spec.with_model(ModelConfig.parse(model) if isinstance(model, str) else model)
+        check_models(spec)
         self.spec = spec
         self._dashboard: Dashboard | None = None
         self.system = ActorSystem()
         self.recorder = TeamRecorder()
+        try:
+            self._start()
+        except BaseException:
+            self.system.shutdown()
+            raise
+
+    def _start(self) -> None:
         orchestrator = self.system.createActor(Orchestrator, BaseConfig(name="@Orchestrator", role="Orchestrator"))
         self.orchestrator = self.system.proxy_ask(orchestrator, Orchestrator)
         self.orchestrator.subscribe(self.recorder)
@@ -66,9 +81,11 @@ class Lab:
         self.human = self.orchestrator.createActor(HumanProxy, BaseConfig(name="@Human", role="Human"))
         self.inbox = self.system.proxy_ask(self.human, HumanProxy).inbox
         self.entry = self._start_role(self.spec.entry)
+        started = [self.human, self.entry]
         for role in self.spec.start:
             if role != self.spec.entry:
-                self._start_role(role)
+                started.append(self._start_role(role))
+        self.system.wait_started(*started)
 
     def _start_role(self, role: str) -> ActorAddress:
         card = self.orchestrator.get_agent_card(role)
@@ -90,6 +107,8 @@ class Lab:
         if not text.strip():
             raise ConfigError("nothing to ask: the message is empty")
         target = self.member(to) if to else self.entry
+        if not target.is_alive():
+            raise ActorGoneError(f"{target.name} is not running (see lab.errors()); start the team again")
         start = len(self.inbox)
         self.system.proxy_tell(self.human, HumanProxy).send(target, AgentMessage(content=text))
         return start
@@ -137,9 +156,17 @@ class Lab:
                     lambda: bool(self.recorder.busy) or not self.system.activity.count, timeout=STOP_GRACE
                 )
         targets = [self.member(agent)] if agent else [a for a in self.team() if a.name in self.recorder.busy]
+        return self._cancel(targets)
+
+    def _cancel(self, targets: list[ActorAddress]) -> list[str]:
+        told = []
         for target in targets:
-            self.system.tell(target, CancelMessage(recipient=target))
-        return [t.name for t in targets]
+            try:
+                self.system.tell(target, CancelMessage(recipient=target))
+            except ActorGoneError:  # stopped since: nothing to cancel
+                continue
+            told.append(target.name)
+        return told
 
     def replies(self) -> list[AgentMessage]:
         return self.inbox.messages
@@ -193,8 +220,9 @@ class Lab:
             + ", ".join(sorted({c.config.model_cfg.label for c in self.spec.cards if hasattr(c.config, "model_cfg")})),
         ]
         usage = self.recorder.usage
-        tokens = sum(e.input_tokens + e.output_tokens for e in usage)
-        lines.append(f"usage: {len(usage)} requests, {tokens} tokens")
+        tokens = sum(e.total_tokens for e in usage)
+        unknown = sum(1 for e in usage if e.input_tokens is None or e.output_tokens is None)
+        lines.append(f"usage: {len(usage)} requests, {tokens} tokens" + (f" ({unknown} unreported)" if unknown else ""))
         return "\n".join(lines)
 
     def dashboard(self) -> Dashboard:
@@ -210,9 +238,17 @@ class Lab:
         return self.dashboard().panel(name)
 
     def close(self) -> None:
+        """Stop the team: runs in flight are cancelled (not waited for), then every member
+        stops and releases its model's HTTP client in ``on_stop``."""
         if self._dashboard is not None:
             self._dashboard.close()
             self._dashboard = None
+        busy = self.recorder.busy
+        if busy:
+            try:
+                self._cancel([a for a in self.team() if a.name in busy])
+            except ActorGoneError:  # closed already
+                pass
         self.system.shutdown()
 
     def __enter__(self) -> Lab:
@@ -223,6 +259,17 @@ class Lab:
 
     def __repr__(self) -> str:
         return f"<Lab team={self.spec.name!r} entry={self.entry.name}>"
+
+
+def check_models(spec: TeamSpec) -> None:
+    """Build (never call) the model of every role, so that a bad spec fails here, in one
+    line, rather than in a member's thread once the team is running."""
+    from aklab.llm.profiles import resolve
+
+    for card in spec.cards:
+        model_cfg = getattr(card.config, "model_cfg", None)
+        if isinstance(model_cfg, ModelConfig):
+            resolve(model_cfg, getattr(card.config, "runtime_cfg", None)).close()
 
 
 def _at(name: str) -> str:

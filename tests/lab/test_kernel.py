@@ -3,6 +3,7 @@ flight, the agents survive, and the next %%ask works."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,7 +15,7 @@ SETUP = """
 %load_ext aklab
 from aklab.lab import Lab, set_lab
 from aklab.llm import ModelConfig
-set_lab(Lab("dev-team", model=ModelConfig(demo_latency=0.5)))
+set_lab(Lab("dev-team", model=ModelConfig(demo_latency={latency})))
 """
 
 
@@ -55,7 +56,7 @@ def test_an_interrupt_cancels_the_runs_and_the_next_ask_works(
     kernel: tuple[KernelManager, BlockingKernelClient],
 ) -> None:
     km, client = kernel
-    assert _run(client, SETUP) == ""
+    assert _run(client, SETUP.format(latency=0.5)) == ""
     interrupted = False
 
     def interrupt_once_the_ask_is_under_way(msg: dict[str, Any]) -> None:
@@ -75,3 +76,21 @@ def test_an_interrupt_cancels_the_runs_and_the_next_ask_works(
         client, "print(sorted(get_lab().usage()['agent']))".replace("get_lab", "__import__('aklab.lab').lab.get_lab")
     )
     assert usage.strip() == "['@Developer', '@Manager']"  # the interrupted run's usage is kept too
+
+
+def test_the_stop_button_does_not_wait_for_the_model_request_in_flight(
+    kernel: tuple[KernelManager, BlockingKernelClient],
+) -> None:
+    km, client = kernel
+    assert _run(client, SETUP.format(latency=60)) == ""  # a model that takes a minute to answer
+    started = 0.0
+
+    def interrupt_once_the_ask_is_under_way(msg: dict[str, Any]) -> None:
+        nonlocal started
+        if msg["msg_type"] == "display_data" and not started:
+            started = time.monotonic()
+            km.interrupt_kernel()
+
+    out = _run(client, "%%ask\nPlan the release.\n", on_output=interrupt_once_the_ask_is_under_way, timeout=20)
+    assert "aklab: interrupted; cancelled the runs of @Manager" in out
+    assert time.monotonic() - started < 10

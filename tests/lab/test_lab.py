@@ -1,14 +1,28 @@
 from __future__ import annotations
 
+import asyncio
+import subprocess
+import sys
+import textwrap
+import threading
+import time
 from collections.abc import Iterator
+from typing import ClassVar
 
 import pandas as pd
+import pykka
 import pytest
+from pydantic_ai.messages import ModelMessage, ModelResponse
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from aklab.errors import ConfigError, RoutingError
+from aklab.agent import AgentBusyEvent, BaseAgent
+from aklab.core import EventMessage, Message
+from aklab.errors import ActorGoneError, ConfigError, RoutingError
 from aklab.lab.frames import USAGE_COLUMNS, usage_frame
 from aklab.lab.session import Lab
-from aklab.llm import LlmUsageEvent
+from aklab.lab.teams import TeamSpec
+from aklab.llm import LlmUsageEvent, ModelConfig
+from tests.helpers import card
 
 
 @pytest.fixture
@@ -55,6 +69,13 @@ def test_asking_an_unknown_member_or_nothing_is_a_clear_error(lab: Lab) -> None:
         lab.ask("   ")
 
 
+def test_asking_an_entry_that_stopped_says_so_instead_of_returning_nothing(lab: Lab) -> None:
+    assert lab.orchestrator.stop_member(lab.entry)
+    assert lab.entry.ref.actor_stopped.wait(10)
+    with pytest.raises(ActorGoneError, match=r"@Manager is not running \(see lab.errors\(\)\)"):
+        lab.ask("hello", timeout=5)
+
+
 def _event(agent: str, run: str, cost: float | None, tokens: int = 10) -> LlmUsageEvent:
     return LlmUsageEvent(
         agent=agent,
@@ -97,3 +118,154 @@ def test_an_estimate_prices_the_same_tokens_on_a_real_model() -> None:
     assert estimate.iloc[0] == pytest.approx(1000 * 0.15e-6 + 1 * 0.6e-6)
     with pytest.raises(ConfigError, match="no price for 'no-such-model'"):
         estimate_cost(frame, "no-such-model", provider="openai")
+
+
+# -- a team that cannot start, stops, or is left running ----------------------------------
+def _aklab_threads() -> set[threading.Thread]:
+    """Live threads of aklab's actors (pykka names them after the actor class)."""
+    names = ("Orchestrator-", "HumanProxy-", "BaseAgent-", "FailingAgent-", "NotingAgent-")
+    return {t for t in threading.enumerate() if t.name.startswith(names)}
+
+
+def _assert_no_new_actor_threads(before: set[threading.Thread]) -> None:
+    left = _aklab_threads() - before
+    for thread in left:
+        thread.join(10)  # a stopped actor's thread ends just after its on_stop
+    assert [t.name for t in left if t.is_alive()] == []
+    assert pykka.ActorRegistry.get_all() == []
+
+
+def test_a_model_that_cannot_be_built_fails_the_lab_before_any_actor_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    before = _aklab_threads()
+    with pytest.raises(ConfigError, match="unknown model provider 'nosuch'") as raised:
+        Lab(model="nosuch:model")
+    assert "\n" not in str(raised.value)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with pytest.raises(ConfigError, match="OPENAI_API_KEY"):
+        Lab(model=ModelConfig(provider="openai", model="gpt-4.1"))
+    bad_role = TeamSpec(
+        "t", [card("Writer"), card("Critic", model_cfg=ModelConfig(provider="nosuch", model="x"))], "Writer"
+    )
+    with pytest.raises(ConfigError, match="nosuch"):
+        Lab(bad_role)  # the model of every role is built, not only the entry's
+    assert _aklab_threads() == before and pykka.ActorRegistry.get_all() == []
+
+
+class FailingAgent(BaseAgent):
+    def on_start(self) -> None:
+        super().on_start()
+        raise RuntimeError("the tool card could not load")
+
+
+class NotingAgent(BaseAgent):
+    stopped: ClassVar[list[str]] = []
+
+    def on_stop(self) -> None:
+        super().on_stop()
+        NotingAgent.stopped.append(self.config.name)
+
+
+def test_a_lab_whose_member_cannot_start_raises_and_stops_every_actor_it_started() -> None:
+    before = _aklab_threads()
+    spec = TeamSpec("t", [card("Writer", agent_class=NotingAgent), card("Critic", agent_class=FailingAgent)], "Writer")
+    spec.start = ["Critic"]
+    with pytest.raises(ActorGoneError, match="@Critic failed to start: RuntimeError: the tool card could not load"):
+        Lab(spec)
+    _assert_no_new_actor_threads(before)
+    with pytest.raises(ActorGoneError, match="@Critic failed to start"), Lab(spec):
+        pass
+    _assert_no_new_actor_threads(before)
+
+
+class FailsOnceMailArrives(BaseAgent):
+    """Fails to start only after a message is queued for it: the message must not be lost."""
+
+    def on_start(self) -> None:
+        super().on_start()
+        arrived = threading.Event()
+        self.mailbox.classifier = lambda m: True
+        self.mailbox.on_tagged = arrived.set
+        if not len(self.mailbox):  # (mail may have come before the hook was set)
+            arrived.wait(10)
+        raise RuntimeError("the tool card could not load")
+
+
+def test_a_hired_member_that_cannot_start_leaves_the_roster_and_the_ask_ends_in_a_notice() -> None:
+    spec = TeamSpec(
+        "t",
+        [card("Manager", routes_to=["Developer"]), card("Developer", agent_class=FailsOnceMailArrives)],
+        "Manager",
+    )
+    with Lab(spec) as lab:
+        lab.ask("Plan the login page", timeout=20)  # the demo Manager hires a Developer and delegates
+        assert [m.name for m in lab.team()] == ["@Human", "@Manager"]
+        assert lab.errors() == [
+            "@Developer: RuntimeError: the tool card could not load",
+            "@Manager: ActorGoneError: AgentMessage to @Developer was not delivered: "
+            "@Developer failed to start (RuntimeError: the tool card could not load)",
+        ]
+        with pytest.raises(RoutingError, match="no team member @Developer"):
+            lab.send("hello", to="@Developer")
+
+
+def test_close_stops_every_member_so_each_releases_its_model() -> None:
+    NotingAgent.stopped.clear()
+    spec = TeamSpec(
+        "t",
+        [card("Manager", routes_to=["Developer"], agent_class=NotingAgent), card("Developer", agent_class=NotingAgent)],
+        "Manager",
+    )
+    lab = Lab(spec)
+    lab.ask("Plan the login page", timeout=20)
+    assert sorted(m.name for m in lab.team()) == ["@Developer", "@Human", "@Manager"]
+    lab.close()
+    assert sorted(NotingAgent.stopped) == ["@Developer", "@Manager"]
+
+
+def _hanging_lab() -> tuple[Lab, threading.Event]:
+    async def hang(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        await asyncio.sleep(60)  # a server that never answers; only a cancel ends it
+        raise AssertionError("not cancelled")
+
+    lab = Lab(TeamSpec("hang", [card("Worker", model=FunctionModel(hang))], "Worker"))
+    busy = threading.Event()
+
+    def on_record(record: Message) -> None:
+        if isinstance(record, EventMessage) and isinstance(record.event, AgentBusyEvent) and record.event.busy:
+            busy.set()
+
+    lab.recorder.listeners.append(on_record)
+    return lab, busy
+
+
+def test_stop_cancels_a_model_request_in_flight() -> None:
+    lab, busy = _hanging_lab()
+    with lab:
+        lab.send("work")
+        assert busy.wait(10)
+        assert lab.stop() == ["@Worker"]
+        assert lab.wait(5), "the stop waited for the request in flight"
+        assert [r.content for r in lab.replies()] == ["Run interrupted. (@Worker)"]
+
+
+def test_close_does_not_wait_for_a_model_request_in_flight() -> None:
+    lab, busy = _hanging_lab()
+    lab.send("work")
+    assert busy.wait(10)
+    started = time.monotonic()
+    lab.close()
+    assert time.monotonic() - started < 5
+
+
+def test_a_script_exits_without_close() -> None:
+    script = textwrap.dedent(
+        """
+        from aklab.lab import Lab
+        lab = Lab()
+        [reply] = lab.ask("Plan the login page", timeout=20)
+        print(reply.sender.name, flush=True)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False)
+    assert (done.returncode, done.stdout) == (0, "@Manager\n"), done.stderr

@@ -14,7 +14,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from aklab.agent import AgentBusyEvent
+from aklab.agent import AgentBusyEvent, BaseAgent
 from aklab.core import EventMessage, Message
 from aklab.lab import get_lab, set_lab
 from aklab.lab.magics import UsageError, parse_aklab, parse_ask, parse_member, parse_usage
@@ -42,7 +42,7 @@ def test_ask_then_usage(shell: InteractiveShell, capsys: pytest.CaptureFixture[s
     frame, _ = run(shell, capsys, "%usage")
     assert isinstance(frame, pd.DataFrame) and list(frame["agent"]) == ["@Manager", "@Developer"]
     by_model, _ = run(shell, capsys, "%usage --by model")
-    assert list(by_model["model"]) == ["aklab-demo"]
+    assert list(by_model["model"]) == ["demo:aklab-demo"]
     live, _ = run(shell, capsys, "%usage --live")
     assert repr(live) == "<UsagePanel: 3 requests by 2 agents>"
 
@@ -161,3 +161,30 @@ def test_the_dashboard_magic_returns_the_live_panels(
     assert repr(board) == "<Dashboard: roster, transcript, context, usage>"
     again, _ = run(shell, capsys, "%aklab dashboard")
     assert again is board  # one per lab, reused
+
+
+class FailingAgent(BaseAgent):
+    def on_start(self) -> None:
+        super().on_start()
+        raise RuntimeError("no tools today")
+
+
+def test_a_team_that_cannot_start_is_one_line_and_the_running_team_stays(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    run(shell, capsys, "%aklab")
+    before = get_lab()
+    bad_model = tmp_path / "bad_model.toml"
+    bad_model.write_text('name = "t"\nentry = "Writer"\n[[roles]]\nrole = "Writer"\nmodel = "nosuch:model"\n')
+    _, out = run(shell, capsys, f"%aklab team {bad_model}")
+    assert out.startswith("aklab: unknown model provider 'nosuch'") and out.count("\n") == 1
+    failing = tmp_path / "failing.toml"
+    failing.write_text(
+        'name = "t"\nentry = "Writer"\n[[roles]]\nrole = "Writer"\n'
+        f'agent_class = "{FailingAgent.__module__}.FailingAgent"\n'
+    )
+    _, out = run(shell, capsys, f"%aklab team {failing}")
+    assert out == "aklab: @Writer failed to start: RuntimeError: no tools today\n"
+    assert get_lab() is before
+    _, out = run(shell, capsys, "%%ask\nShip it.\n")
+    assert out.startswith("@Manager → @Human (response):")
