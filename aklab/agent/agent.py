@@ -203,6 +203,12 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
             why = "; ".join(self._skipped[skipped:]) or "it sent nothing"
             self.notify_human(f"{self.config.name} did not reply to {sender.name}: {why}. Ask again or rephrase.")
 
+    def on_undelivered(self, message: Message, reason: str) -> None:
+        """A message this agent sent was dropped (its recipient failed to start): say so, once."""
+        super().on_undelivered(message, reason)
+        if isinstance(message, AgentMessage):
+            self.notify_human(f"{self.config.name}'s message was not delivered: {reason}. Ask again or check the team.")
+
     def on_cancel_arrived(self) -> None:
         """A cancel reached the mailbox (sender's thread): abandon the model request in flight."""
         react = getattr(self, "_react_agent", None)

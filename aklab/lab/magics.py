@@ -120,7 +120,7 @@ def parse_aklab(line: str) -> tuple[str, str | None]:
 
 _MODEL_USAGE = (
     "%(prog)s provider:model [--base-url URL] [--api-key-env VAR] [--temperature T] [--max-tokens N]"
-    " [--timeout S] [--retries N] [--output-mode auto|tool|native|prompted|text] [--context-length N]"
+    " [--timeout S] [--retries N] [--output-mode auto|tool|native|prompted|grammar|text] [--context-length N]"
 )
 
 
@@ -128,7 +128,7 @@ def parse_model(line: str) -> ModelConfig:
     """The words after ``%aklab model`` -> a ``ModelConfig``, not built yet.
 
     ``provider:model [--base-url URL] [--api-key-env VAR] [--temperature T] [--max-tokens N]
-    [--timeout S] [--retries N] [--output-mode auto|tool|native|prompted|text] [--context-length N]``
+    [--timeout S] [--retries N] [--output-mode auto|tool|native|prompted|grammar|text] [--context-length N]``
     """
     from aklab.llm import ModelConfig
     from aklab.llm.config import OUTPUT_MODES
