@@ -24,11 +24,13 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Literal, get_args, get_origin
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, create_model
 from pydantic_ai import ModelRetry, TextOutput, ToolOutput
 from pydantic_ai.output import NativeOutput
+
+from aklab.llm.streaming import messages_item_type
 
 __all__ = ["OutputMode", "OutputPlan", "messages_item_type", "plan_output"]
 
@@ -49,19 +51,6 @@ class OutputPlan:
     settings: dict[str, Any] = field(default_factory=dict)
     streams: bool = False
     """Whether the output arrives as an output-tool call that ``OutputStreamer`` can follow."""
-
-
-def messages_item_type(output_type: Any) -> type[BaseModel] | None:
-    """The item model of a StructuredOutput-like type (``messages: list[Item]``), else None."""
-    if not (isinstance(output_type, type) and issubclass(output_type, BaseModel)):
-        return None
-    f = output_type.model_fields.get("messages")
-    if f is None or get_origin(f.annotation) is not list:
-        return None
-    (item, *_) = get_args(f.annotation) or (None,)
-    if isinstance(item, type) and issubclass(item, BaseModel) and {"recipient", "message"} <= set(item.model_fields):
-        return item
-    return None
 
 
 def plan_output(

@@ -48,6 +48,7 @@ __all__ = [
     "OutputStreamEvent",
     "OutputStreamer",
     "StreamSink",
+    "messages_item_type",
     "model_can_stream",
     "streams_messages",
 ]
@@ -88,16 +89,25 @@ StreamSink = Callable[[OutputStreamEvent], None]
 
 
 # -- what streams -------------------------------------------------------------------------
+def messages_item_type(output_type: Any) -> type[BaseModel] | None:
+    """The item model of a StructuredOutput-like type (``messages: list[Item]`` whose items
+    have ``recipient`` and ``message``), else None."""
+    if not (isinstance(output_type, type) and issubclass(output_type, BaseModel)):
+        return None
+    field = output_type.model_fields.get("messages")
+    if field is None or get_origin(field.annotation) is not list:
+        return None
+    (item, *_) = get_args(field.annotation) or (None,)
+    if isinstance(item, type) and issubclass(item, BaseModel) and {"recipient", "message"} <= set(item.model_fields):
+        return item
+    return None
+
+
 @lru_cache(maxsize=64)
 def streams_messages(output_type: Any) -> bool:
     """Is ``output_type`` StructuredOutput-like (a ``messages`` list of recipient/type/message objects)?"""
-    if not (isinstance(output_type, type) and issubclass(output_type, BaseModel)):
-        return False
-    field = output_type.model_fields.get("messages")
-    if field is None or get_origin(field.annotation) is not list:
-        return False
-    (item, *_) = get_args(field.annotation) or (None,)
-    return isinstance(item, type) and issubclass(item, BaseModel) and _ITEM_FIELDS <= set(item.model_fields)
+    item = messages_item_type(output_type)
+    return item is not None and _ITEM_FIELDS <= set(item.model_fields)
 
 
 def model_can_stream(model: Model) -> bool:
