@@ -13,6 +13,7 @@ summary is written to ``tests/local/results/workload.{json,md}`` (not committed)
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from collections.abc import Iterator
@@ -178,7 +179,7 @@ def _write_summary(records: list[Record], meta: dict[str, Any]) -> None:
         return f"{r.input_tokens or 0}+{r.output_tokens or 0}{' (est.)' if r.tokens_estimated else ''}"
 
     lines = [
-        f"# Local workload: {meta['model']}, n_ctx {meta['n_ctx']}",
+        f"# Local workload: {meta['model']}, n_ctx {meta['n_ctx']}, output mode {meta['output_mode']}",
         "",
         f"{meta['finished_at']}: answered **{answered}/{len(records)}**, expected word in {correct}, "
         f"max {summary['max_seconds']:.1f}s per question, total {summary['total_seconds']:.1f}s, "
@@ -206,13 +207,16 @@ def server() -> Iterator[LocalServer]:
 
 @pytest.fixture(scope="module")
 def workload(server: LocalServer) -> Iterator[list[Record]]:
+    # The profile's default unless asked for, to compare modes: AKLAB_LOCAL_OUTPUT_MODE=grammar make test-local
+    output_mode = os.environ.get("AKLAB_LOCAL_OUTPUT_MODE", "auto")
     started = time.monotonic()
-    with Lab(model=server.model_config()) as lab:
+    with Lab(model=server.model_config(output_mode=output_mode)) as lab:
         records = [_ask(lab, q) for q in WORKLOAD]
         server_log = server.log_text()
     meta = {
         "model": f"local:{server.model_name}",
         "n_ctx": N_CTX,
+        "output_mode": output_mode,
         "server_startup_s": round(server.startup_seconds or 0.0, 2),
         "wall_s": round(time.monotonic() - started, 2),
         "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
