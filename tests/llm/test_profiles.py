@@ -101,7 +101,7 @@ def test_a_local_profile_speaks_the_llama_cpp_dialect(resolved: Callable[..., Re
 
 def test_runtime_timeout_and_one_retry_are_the_defaults(resolved: Callable[..., ResolvedModel]) -> None:
     r = resolved("local:smollm2", RuntimeConfig(http_timeout=33, parallel_tool_calls=False))
-    assert r.settings == {"timeout": 33, "max_retries": 1, "parallel_tool_calls": False}
+    assert r.settings == {"timeout": 33, "max_retries": 1, "parallel_tool_calls": False, "max_tokens": 768}
     assert isinstance(r.model, OpenAIChatModel)
     assert (r.model.client.timeout, r.model.client.max_retries) == (33, 1)
 
@@ -375,3 +375,9 @@ def test_tool_output_on_a_local_server_is_never_forced_nor_strict(
     assert body["tool_choice"] != "required" and body["max_tokens"] == 32
     assert [t["function"].get("strict") for t in body["tools"]] == [None]
     assert "response_format" not in body
+
+
+def test_a_local_model_gets_a_response_cap_unless_one_is_set(resolved: Callable[..., ResolvedModel]) -> None:
+    assert resolved("local:smollm2").settings.get("max_tokens") == 768
+    assert resolved("local:smollm2", max_tokens=64).settings.get("max_tokens") == 64
+    assert "max_tokens" not in resolved("openai-compatible:qwen3", base_url="http://gpu-box:8000/v1").settings

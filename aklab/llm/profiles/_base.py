@@ -274,6 +274,8 @@ class Family(ABC):
     """The aklab extra that installs the family's SDK (``pip install 'aklab[EXTRA]'``)."""
     default_output_mode: ClassVar[OutputMode] = "tool"
     """The output mode ``auto`` means for this family."""
+    default_max_tokens: ClassVar[int | None] = None
+    """The response cap when ``ModelConfig.max_tokens`` is None (None: the server's own)."""
 
     @abstractmethod
     def build(self, ctx: BuildContext) -> ResolvedModel:

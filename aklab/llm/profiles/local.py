@@ -22,6 +22,9 @@ class LocalFamily(Family):
     name = "local"
     extra = "openai"
     default_output_mode = "prompted"
+    # A small local model left uncapped can write until its context is full (98-186 s per
+    # request seen on SmolLM2 with llama.cpp); an answer in a team rarely needs more.
+    default_max_tokens = 768
 
     def build(self, ctx: BuildContext) -> ResolvedModel:
         base_url = ctx.cfg.base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL

@@ -58,6 +58,8 @@ def build_compatible(
     )
     provider = OpenAICompatibleProvider(ctx.cfg.provider, openai_client=client)
     settings = ctx.settings()
+    if ctx.cfg.max_tokens is None and family.default_max_tokens is not None:
+        settings["max_tokens"] = family.default_max_tokens
     model = OpenAIChatModel(ctx.name, provider=provider, profile=compatible_profile(ctx, mode), settings=settings)
     profile = family.profile(
         ctx,
