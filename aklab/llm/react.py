@@ -513,9 +513,21 @@ class _Record:
     """One model request as the tap saw it end."""
 
     started_at: Any
-    request_chars: int
+    request: Any  # the ModelRequestContext, sized only if the server reports no tokens
     response: ModelResponse | None
     seconds: float | None = None
+
+    @property
+    def request_chars(self) -> int:
+        """Characters the request sent: messages, instructions, tool schemas (roughly)."""
+        if self.request is None:
+            return 0
+        params = self.request.model_request_parameters
+        parts = getattr(params, "instruction_parts", None) or []
+        extra = sum(len(str(getattr(p, "content", p))) for p in parts)
+        tools = [*(getattr(params, "function_tools", None) or []), *(getattr(params, "output_tools", None) or [])]
+        extra += sum(len(t.name) + len(t.description or "") + len(str(t.parameters_json_schema)) for t in tools)
+        return message_chars(self.request.messages) + extra
 
 
 @dataclass
@@ -529,7 +541,7 @@ class _RequestTap(AbstractCapability[Any]):
 
     records: list[_Record] = field(default_factory=list)
     _started: float = 0.0
-    _chars: int = 0
+    _request: Any = None
     _pending: bool = False  # a request went out and has not ended (yet, or ever: cancelled)
 
     def reset(self) -> None:
@@ -546,21 +558,18 @@ class _RequestTap(AbstractCapability[Any]):
         from datetime import UTC, datetime
 
         self._pending = False
-        self.records.append(_Record(datetime.fromtimestamp(self._started or time.time(), UTC), self._chars, None, None))
+        started = datetime.fromtimestamp(self._started or time.time(), UTC)
+        self.records.append(_Record(started, self._request, None, None))
 
     async def prepare_model_request(self, ctx: RunContext[Any], request_context: Any) -> Any:
         self._started = time.time()
-        params = request_context.model_request_parameters
-        extra = sum(len(str(getattr(p, "content", p))) for p in (getattr(params, "instruction_parts", None) or []))
-        tools = [*(getattr(params, "function_tools", None) or []), *(getattr(params, "output_tools", None) or [])]
-        extra += sum(len(t.name) + len(t.description or "") + len(str(t.parameters_json_schema)) for t in tools)
-        self._chars = message_chars(request_context.messages) + extra
+        self._request = request_context
         self._pending = True
         return request_context
 
     async def after_model_request(self, ctx: RunContext[Any], *, request_context: Any, response: Any) -> Any:
         self._pending = False
-        self.records.append(_Record(response.timestamp, self._chars, response, time.time() - self._started))
+        self.records.append(_Record(response.timestamp, self._request, response, time.time() - self._started))
         return response
 
     async def on_model_request_error(self, ctx: RunContext[Any], *, request_context: Any, error: Exception) -> Any:
