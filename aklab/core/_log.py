@@ -19,8 +19,9 @@ import logging
 import threading
 from collections import deque
 
-from aklab.core._messages import ErrorMessage, EventMessage, OrchestratorMessage
+from aklab.core._messages import ErrorMessage, EventMessage, OrchestratorMessage, SentMessage
 from aklab.core._subscriber import EventSubscriber
+from aklab.secrets import redact
 
 __all__ = ["RECENT_RECORDS", "TeamLog"]
 
@@ -41,6 +42,7 @@ class TeamLog:
         self._errors: list[ErrorMessage] = []
 
     def record(self, message: OrchestratorMessage) -> None:
+        _redact(message)
         with self._lock:
             # Transient events (e.g. streamed partial text) are fanned out, not kept.
             if isinstance(message, EventMessage):
@@ -97,3 +99,15 @@ class TeamLog:
     def errors(self) -> list[ErrorMessage]:
         with self._lock:
             return list(self._errors)
+
+
+def _redact(record: OrchestratorMessage) -> None:
+    """No secret enters the log (nor, for a sent message, reaches its recipient)."""
+    if isinstance(record, ErrorMessage):
+        record.exception_value = redact(record.exception_value)
+    elif isinstance(record, SentMessage):
+        content = getattr(record.message, "content", None)
+        if isinstance(content, str):
+            cleaned = redact(content)
+            if cleaned is not content and cleaned != content:
+                record.message.content = cleaned  # type: ignore[attr-defined]
