@@ -11,6 +11,16 @@ network. A real model is named by a spec, ``provider:model`` plus options::
 A ready pydantic-ai ``Model`` object (``FunctionModel`` in tests) may be given as
 ``model=`` instead of a name; ``provider`` is then ignored, and copies of the config share
 that object (a model holds clients and locks, which cannot be copied).
+
+A bad value is refused when the config is made, as one ``ConfigError`` line naming the
+field and what to give instead (``ModelConfig(model=123)``, an empty model name, a NaN,
+infinite or negative timeout, temperature or token cap); the pydantic ``ValidationError``
+is kept as ``__cause__``.
+
+Compaction is on by default: every model has a context length (``context_length``, else
+its family's default: ``aklab.llm.profiles``), and an agent's history is compacted when a
+request fills it past ``CompactionConfig.trigger_ratio``. ``CompactionConfig(enabled=False)``
+turns that off (``/compact`` still works by hand).
 """
 
 from __future__ import annotations
@@ -18,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal, Self, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, field_validator
 
 __all__ = [
     "DEMO_MODEL_NAME",
@@ -54,12 +64,12 @@ class ModelConfig(BaseModel):
     api_key_env: str | None = None
     """Name of the environment variable holding the key (never the key itself); None
     means the provider's usual one (``OPENAI_API_KEY``, ...). Local servers need none."""
-    temperature: float | None = Field(default=None, ge=0)
+    temperature: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     """Sampling temperature sent to the model; None leaves the server's default."""
     max_tokens: int | None = Field(default=None, gt=0)
     """Cap on the tokens of one response, sent in the server's dialect (``max_tokens``
     or ``max_completion_tokens``); None leaves the server's default."""
-    timeout: float | None = Field(default=None, gt=0)
+    timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     """HTTP timeout of one request in seconds; None uses ``RuntimeConfig.http_timeout``."""
     retries: int | None = Field(default=None, ge=0)
     """How often the provider's SDK retries a failed request; None means 1."""
@@ -71,9 +81,42 @@ class ModelConfig(BaseModel):
     ``auto``: the family's default (``prompted`` for local and OpenAI-compatible servers,
     ``tool`` elsewhere)."""
     context_length: int | None = Field(default=None, gt=0)
-    """Context window in tokens; setting it turns on automatic compaction."""
-    demo_latency: float = Field(default=0.0, ge=0)
+    """Context window in tokens, which automatic compaction is sized from; None means the
+    family's default (``Family.default_context_length``: the demo model 8,192, ``local``
+    4,096, the cloud providers their models' usual windows)."""
+    demo_latency: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     """Demo model only: simulated seconds of thinking per model request (0 = instant)."""
+
+    def __init__(self, **data: Any) -> None:
+        from aklab.errors import ConfigError
+
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise ConfigError(f"ModelConfig: {_first_error(exc)}") from exc
+
+    @field_validator("provider", mode="after")
+    @classmethod
+    def _check_provider(cls, provider: str) -> str:
+        if not provider.strip():
+            raise ValueError("give a provider such as 'openai', 'local' or 'demo'")
+        return provider.strip()
+
+    @field_validator("model", mode="after")
+    @classmethod
+    def _check_model(cls, model: Any) -> Any:
+        if isinstance(model, str):
+            if not model.strip():
+                raise ValueError("empty: give a model name such as 'gpt-4.1' (or a pydantic-ai Model object)")
+            return model.strip()
+        from pydantic_ai.models import Model
+
+        if not isinstance(model, Model):
+            raise ValueError(
+                f"got {type(model).__name__} {model!r}: give a model name such as 'gpt-4.1' "
+                "(or a pydantic-ai Model object)"
+            )
+        return model
 
     def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Self:
         # A ready Model holds HTTP clients and locks: copies share it, like a reference.
@@ -118,8 +161,10 @@ class ModelConfig(BaseModel):
             raise ConfigError(f"model {spec!r}: give the provider and the model in the spec only")
         try:
             return cls(provider=provider, model=model, **given)
-        except ValidationError as exc:
-            raise ConfigError(f"model {spec!r}: {_first_error(exc)}") from exc
+        except ConfigError as exc:
+            cause = exc.__cause__
+            line = _first_error(cause) if isinstance(cause, ValidationError) else str(exc)
+            raise ConfigError(f"model {spec!r}: {line}") from exc
 
 
 def _first_error(exc: ValidationError) -> str:
@@ -130,7 +175,12 @@ def _first_error(exc: ValidationError) -> str:
         return f"unknown option {where!r}"
     if where == "output_mode":
         return f"unknown output_mode {error.get('input')!r}: use one of {', '.join(OUTPUT_MODES)}"
-    return f"{where}: {error['msg']}"
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if error["type"] == "finite_number":
+        return f"{where}: got {error.get('input')!r}; give a finite number"
+    if error["type"] in ("greater_than", "greater_than_equal", "less_than_equal"):
+        return f"{where}: {message} (got {error.get('input')!r})"
+    return f"{where}: {message}"
 
 
 class PromptTemplate(BaseModel):
@@ -146,15 +196,15 @@ class PromptTemplate(BaseModel):
 class RuntimeConfig(BaseModel):
     """How a run behaves: retries, end strategy, parallel tools, HTTP client."""
 
-    retries: int = 3
+    retries: int = Field(default=3, ge=0)
     """Retries of a tool call the model got wrong (pydantic-ai's ``retries``)."""
-    output_retries: int | None = None
+    output_retries: int | None = Field(default=None, ge=0)
     """Retries of an output the model got wrong; None means ``retries``."""
     end_strategy: Literal["early", "exhaustive", "graceful"] = "exhaustive"
     """What pydantic-ai does with tool calls made next to the final output."""
     parallel_tool_calls: bool = True
     """Let the model call several tools in one response (sent where the API takes it)."""
-    http_timeout: float = 120.0
+    http_timeout: float = Field(default=120.0, gt=0, allow_inf_nan=False)
     """HTTP timeout of one model request in seconds, unless ``ModelConfig.timeout`` is set."""
     stream: bool = True
     """Stream the model's output so outgoing messages can be shown while they are written
@@ -162,10 +212,17 @@ class RuntimeConfig(BaseModel):
 
 
 class CompactionConfig(BaseModel):
-    """Context compaction (off unless ``ModelConfig.context_length`` is set)."""
+    """Context compaction: on by default, sized from the model's context length.
 
+    The context length is ``ModelConfig.context_length``, else the model family's default
+    (``aklab.llm.profiles``); ``enabled=False`` turns automatic compaction off.
+    """
+
+    enabled: bool = True
+    """Compact automatically when a request fills the context past ``trigger_ratio``.
+    False: the history grows until the model refuses it (``/compact`` still works)."""
     strategy: Literal["sliding_window", "summarize"] = "sliding_window"
-    trigger_ratio: float = 0.8
+    trigger_ratio: float = Field(default=0.8, gt=0, le=1, allow_inf_nan=False)
     """Compact when the history passes this fraction of the context length."""
-    keep_last: int = 8
-    """Messages kept verbatim at the tail."""
+    keep_last: int = Field(default=8, ge=0)
+    """Runs (turns) kept verbatim at the tail."""

@@ -78,7 +78,13 @@ def test_build_model_is_kept_for_old_callers() -> None:
 def test_a_local_profile_speaks_the_llama_cpp_dialect(resolved: Callable[..., ResolvedModel]) -> None:
     r = resolved("local:smollm2", max_tokens=64, temperature=0.2, timeout=7, retries=0)
     assert r.profile == Profile(
-        "local", "local:smollm2", "prompted", constrain_json=False, local=True, reports_stream_usage=False
+        "local",
+        "local:smollm2",
+        "prompted",
+        constrain_json=False,
+        local=True,
+        reports_stream_usage=False,
+        context_length=4_096,
     )
     assert r.settings == {
         "temperature": 0.2,
@@ -149,7 +155,7 @@ def test_openai_in_the_cloud_uses_the_responses_api_with_the_key_from_the_enviro
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-real")
     r = resolved("openai:gpt-4.1", max_tokens=100)
     assert isinstance(r.model, OpenAIResponsesModel)
-    assert r.profile == Profile("openai", "openai:gpt-4.1", "tool")
+    assert r.profile == Profile("openai", "openai:gpt-4.1", "tool", context_length=128_000)
     assert r.settings == {"max_tokens": 100, "timeout": 120.0, "max_retries": 1, "parallel_tool_calls": True}
     assert (r.model.client.timeout, r.model.client.max_retries) == (120.0, 1)
 
@@ -164,7 +170,13 @@ def test_openai_with_a_base_url_goes_to_chat_completions_never_responses(
     local = resolved("openai:smollm2")
     assert isinstance(local.model, OpenAIChatModel) and local.model.base_url == "http://127.0.0.1:8080/v1/"
     assert local.profile == Profile(
-        "openai-compatible", "openai:smollm2", "prompted", constrain_json=False, local=True, reports_stream_usage=False
+        "openai-compatible",
+        "openai:smollm2",
+        "prompted",
+        constrain_json=False,
+        local=True,
+        reports_stream_usage=False,
+        context_length=8_192,
     )
 
 
@@ -173,14 +185,14 @@ def test_openrouter_is_built_from_its_key(
 ) -> None:
     monkeypatch.setenv("OPENROUTER_API_KEY", "or-test-not-real")
     r = resolved("openrouter:anthropic/claude-sonnet-4", temperature=0)
-    assert r.profile == Profile("openrouter", "openrouter:anthropic/claude-sonnet-4", "tool")
+    assert r.profile == Profile("openrouter", "openrouter:anthropic/claude-sonnet-4", "tool", context_length=128_000)
     assert r.settings["temperature"] == 0 and r.settings["max_retries"] == 1
 
 
 def test_the_demo_model_needs_no_network_settings(resolved: Callable[..., ResolvedModel]) -> None:
     r = resolved("demo:aklab-demo")
     assert isinstance(r.model, FunctionModel) and r.settings == {"parallel_tool_calls": True}
-    assert r.profile == Profile("demo", "demo:aklab-demo", "tool")
+    assert r.profile == Profile("demo", "demo:aklab-demo", "tool", context_length=8_192)
 
 
 # -- keys ----------------------------------------------------------------------------------

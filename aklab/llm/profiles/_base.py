@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 from aklab.errors import ConfigError
 from aklab.llm.config import ModelConfig, RuntimeConfig
+from aklab.secrets import register_secret
 
 if TYPE_CHECKING:
     import httpx2
@@ -84,6 +85,10 @@ class Profile:
     """A server on this machine: its usage costs 0 (cost source ``local``)."""
     reports_stream_usage: bool = True
     """The server reports token usage at the end of a stream (llama-cpp-python does not)."""
+    context_length: int | None = None
+    """The context window automatic compaction is sized from, in tokens:
+    ``ModelConfig.context_length``, else the family's ``default_context_length``
+    (None only for a ready pydantic-ai ``Model`` whose profile names no window)."""
 
 
 class _OwnedClient:
@@ -247,6 +252,7 @@ class BuildContext:
         names = (self.cfg.api_key_env,) if self.cfg.api_key_env else default_envs
         for env in names:
             if value := os.environ.get(env):
+                register_secret(value)  # from now on redacted from every notice, error and log
                 return value
         if required or self.cfg.api_key_env:
             env = names[0] if names else "the API key"
@@ -276,6 +282,10 @@ class Family(ABC):
     """The output mode ``auto`` means for this family."""
     default_max_tokens: ClassVar[int | None] = None
     """The response cap when ``ModelConfig.max_tokens`` is None (None: the server's own)."""
+    default_context_length: ClassVar[int] = 8_192
+    """The context window when ``ModelConfig.context_length`` is None: compaction is sized
+    from it, so an agent's history stays bounded by default. A family whose models differ
+    names a window most of them have; a user's ``context_length`` always wins."""
 
     @abstractmethod
     def build(self, ctx: BuildContext) -> ResolvedModel:
@@ -285,6 +295,7 @@ class Family(ABC):
         fields.setdefault("family", self.name)
         fields.setdefault("label", ctx.label)
         fields.setdefault("output_mode", ctx.output_mode(self.default_output_mode))
+        fields.setdefault("context_length", ctx.cfg.context_length or self.default_context_length)
         return Profile(**fields)
 
 
@@ -321,6 +332,15 @@ def family(provider: str) -> Family:
     return found
 
 
+def _profile_window(model: Model) -> int | None:
+    """The context window a ready model's own pydantic-ai profile names, if any."""
+    try:
+        window = model.profile.get("context_window")
+    except Exception:  # a custom Model whose profile cannot be built: no window known
+        return None
+    return window if isinstance(window, int) and window > 0 else None
+
+
 def resolve(cfg: ModelConfig, runtime: RuntimeConfig | None = None) -> ResolvedModel:
     """Build (never call) the model ``cfg`` names, with its settings and profile.
 
@@ -333,7 +353,9 @@ def resolve(cfg: ModelConfig, runtime: RuntimeConfig | None = None) -> ResolvedM
     if isinstance(cfg.model, Model):
         mode = ctx.output_mode("tool")
         settings = ctx.settings(http=False)
-        return ctx.resolved(cfg.model, Profile(family="custom", label=cfg.label, output_mode=mode), settings)
+        window = cfg.context_length or _profile_window(cfg.model)
+        profile = Profile(family="custom", label=cfg.label, output_mode=mode, context_length=window)
+        return ctx.resolved(cfg.model, profile, settings)
     if not isinstance(cfg.model, str):
         raise ConfigError(f"ModelConfig.model must be a name or a pydantic-ai Model, not {type(cfg.model).__name__}")
     chosen = family(cfg.provider)

@@ -10,6 +10,7 @@ __all__ = ["FAMILY", "AnthropicFamily"]
 class AnthropicFamily(Family):
     name = "anthropic"
     extra = "anthropic"
+    default_context_length = 200_000  # every current Claude model
 
     def build(self, ctx: BuildContext) -> ResolvedModel:
         with needs_sdk(self.name, self.extra):

@@ -9,6 +9,9 @@ __all__ = ["FAMILY", "DemoFamily"]
 
 class DemoFamily(Family):
     name = "demo"
+    # Estimated tokens: small enough that a long scripted session compacts (and stays flat),
+    # large enough that no notebook or test conversation comes near it.
+    default_context_length = 8_192
 
     def build(self, ctx: BuildContext) -> ResolvedModel:
         from aklab.llm.demo import demo_model

@@ -15,6 +15,7 @@ __all__ = ["FAMILY", "GoogleFamily"]
 class GoogleFamily(Family):
     name = "google"
     extra = "google"
+    default_context_length = 1_048_576  # Gemini 1.5 and later
 
     def build(self, ctx: BuildContext) -> ResolvedModel:
         with needs_sdk(self.name, self.extra):

@@ -25,6 +25,8 @@ class LocalFamily(Family):
     # A small local model left uncapped can write until its context is full (98-186 s per
     # request seen on SmolLM2 with llama.cpp); an answer in a team rarely needs more.
     default_max_tokens = 768
+    # llama.cpp's server default (-c 4096); a server started with more sets context_length.
+    default_context_length = 4_096
 
     def build(self, ctx: BuildContext) -> ResolvedModel:
         base_url = ctx.cfg.base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL

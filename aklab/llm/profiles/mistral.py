@@ -14,6 +14,7 @@ __all__ = ["FAMILY", "MistralFamily"]
 class MistralFamily(Family):
     name = "mistral"
     extra = "mistral"
+    default_context_length = 32_768  # the smallest of Mistral's current windows (most have 128k)
 
     def build(self, ctx: BuildContext) -> ResolvedModel:
         with needs_sdk(self.name, self.extra):

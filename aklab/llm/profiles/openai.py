@@ -19,6 +19,7 @@ __all__ = ["FAMILY", "OpenAIFamily"]
 class OpenAIFamily(Family):
     name = "openai"
     extra = "openai"
+    default_context_length = 128_000  # GPT-4o and o-series; GPT-4.1 has more
 
     def build(self, ctx: BuildContext) -> ResolvedModel:
         with needs_sdk(self.name, self.extra):

@@ -18,10 +18,20 @@ from aklab.llm.profiles._base import BuildContext, Family, OutputMode, ResolvedM
 if TYPE_CHECKING:
     from pydantic_ai.profiles import ModelProfile
 
-__all__ = ["FAMILY", "PLACEHOLDER_KEY", "OpenAICompatibleFamily", "build_compatible", "compatible_profile"]
+__all__ = [
+    "COMPATIBLE_CONTEXT_LENGTH",
+    "FAMILY",
+    "PLACEHOLDER_KEY",
+    "OpenAICompatibleFamily",
+    "build_compatible",
+    "compatible_profile",
+]
 
 PLACEHOLDER_KEY = "not-needed"
 """Sent to a server that needs no key (the OpenAI SDK insists on one)."""
+
+COMPATIBLE_CONTEXT_LENGTH = 8_192
+"""The window of a server whose size aklab cannot know (set ``context_length`` to its real one)."""
 
 
 def compatible_profile(ctx: BuildContext, output_mode: OutputMode) -> ModelProfile:
@@ -71,6 +81,9 @@ def build_compatible(
         constrain_json=ctx.cfg.output_mode == "grammar",
         local=local,
         reports_stream_usage=False,
+        # ``openai:NAME`` on a loopback URL lands here: a local server, not OpenAI's window.
+        context_length=ctx.cfg.context_length
+        or (COMPATIBLE_CONTEXT_LENGTH if family.name == "openai" else family.default_context_length),
     )
     return ctx.resolved(model, profile, settings)
 
@@ -79,6 +92,7 @@ class OpenAICompatibleFamily(Family):
     name = "openai-compatible"
     extra = "openai"
     default_output_mode = "prompted"
+    default_context_length = COMPATIBLE_CONTEXT_LENGTH
 
     def build(self, ctx: BuildContext) -> ResolvedModel:
         base_url = ctx.cfg.base_url

@@ -14,6 +14,7 @@ __all__ = ["FAMILY", "OpenRouterFamily"]
 class OpenRouterFamily(Family):
     name = "openrouter"
     extra = "openrouter"
+    default_context_length = 128_000  # models differ; most routed ones have at least this
 
     def build(self, ctx: BuildContext) -> ResolvedModel:
         with needs_sdk(self.name, self.extra):
