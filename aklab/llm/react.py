@@ -15,10 +15,16 @@ pydantic-ai ``Agent`` is built once; the output type is chosen per run.
 - ``interrupt()`` (any thread) cancels the run's task: the HTTP request in flight is
   abandoned at once, and the run raises :class:`RunCancelledError`.
 - A run-tier breach goes to ``LimitRecoveryCapability`` (one tool-free conclusion).
-- With ``ModelConfig.context_length`` set, ``maybe_compact()`` compacts the history when
-  the last request passed ``CompactionConfig.trigger_ratio`` of it (that request's input
-  plus output tokens, reported or estimated), and a run refused for a full context is
-  compacted and retried once.
+- Compaction is on by default: ``maybe_compact()`` compacts the history when the last
+  request passed ``CompactionConfig.trigger_ratio`` of the model's context length
+  (``ModelConfig.context_length``, else the profile's default; that request's input plus
+  output tokens, reported or estimated); ``CompactionConfig(enabled=False)`` turns it off.
+  A run refused for a full context is compacted and retried once either way.
+- A tool that fails in any way (an exception, or ``SystemExit`` from a library calling
+  ``sys.exit()``) becomes a retry prompt for the model, "tool X failed: SystemExit: 3", never
+  the end of the run's thread; a value that cannot be sent to the model becomes its text.
+  Cancellation (``asyncio.CancelledError``), ``KeyboardInterrupt``, ``GeneratorExit`` and
+  pydantic-ai's and aklab's own control exceptions pass through untouched.
 - With ``on_stream`` given, ``RuntimeConfig.stream`` on and a model that can stream, a run
   whose output is an output-tool call is streamed and its outgoing messages are
   published as they are written (``aklab.llm.streaming``); other runs are not streamed.
@@ -36,7 +42,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from pydantic_ai import Agent, RunContext, capture_run_messages
+from pydantic_ai import Agent, ModelRetry, RunContext, capture_run_messages
 from pydantic_ai.agent import AgentRetries
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import UsageLimitExceeded
@@ -51,6 +57,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.usage import UsageLimits
 
+from aklab.errors import AklabError
 from aklab.llm.config import CompactionConfig, ModelConfig, RuntimeConfig
 from aklab.llm.failures import RunCancelledError, describe_failure, is_context_overflow, is_cut_response
 from aklab.llm.history import (
@@ -66,6 +73,7 @@ from aklab.llm.profiles import resolve
 from aklab.llm.recovery import LimitRecoveryCapability, NoFunctionTools, closed_history
 from aklab.llm.streaming import DEFAULT_MIN_CHARS, OutputStreamer, StreamSink, model_can_stream
 from aklab.llm.usage import LlmUsageEvent, ToolCallEvent
+from aklab.secrets import redact
 
 __all__ = ["SUMMARY_PROMPT", "ReactAgent", "RunCancelledError"]
 
@@ -123,6 +131,7 @@ class ReactAgent:
         self._resolved = resolve(self.model_cfg, runtime)
         self.profile = self._resolved.profile
         self._model_label = self.profile.label
+        self._context_length = self.model_cfg.context_length or self.profile.context_length
         self._timeout = self.model_cfg.timeout if self.model_cfg.timeout is not None else runtime.http_timeout
         self._output_retries = runtime.output_retries if runtime.output_retries is not None else runtime.retries
         # One event loop per agent, closed with it: run_sync would leave a loop open
@@ -235,7 +244,7 @@ class ReactAgent:
             usage_limits=limits,
             instructions=plan.instructions,
             model_settings=plan.settings or None,  # type: ignore[arg-type]
-            capabilities=[*capabilities, tap],
+            capabilities=[*capabilities, _TOOL_GUARD, tap],
             event_stream_handler=streamer.handle if streamer is not None else None,
         )
         try:
@@ -302,7 +311,7 @@ class ReactAgent:
     def _shrink_for_retry(self) -> bool:
         """After a full-context refusal: drop the failed run's trace, then fit the history in half."""
         self._drop_failed_trace()
-        limit = self.model_cfg.context_length
+        limit = self._context_length
         budget = (
             int(limit * self.compaction_cfg.trigger_ratio / 2)
             if limit
@@ -421,7 +430,7 @@ class ReactAgent:
         Call it before composing the next prompt, so that what the prompt relies on
         (e.g. context-update markers) is judged against the compacted history.
         """
-        limit = self.model_cfg.context_length
+        limit = self._context_length if self.compaction_cfg.enabled else None
         if not limit or self._context_size <= limit * self.compaction_cfg.trigger_ratio:
             return 0
         self._context_size = 0
@@ -575,6 +584,62 @@ class _RequestTap(AbstractCapability[Any]):
     async def on_model_request_error(self, ctx: RunContext[Any], *, request_context: Any, error: Exception) -> Any:
         self._fail()
         raise error
+
+
+_PASS_THROUGH: tuple[type[BaseException], ...] = (asyncio.CancelledError, KeyboardInterrupt, GeneratorExit)
+
+
+def _is_control(exc: BaseException) -> bool:
+    """An exception that steers the run (cancel, retry, defer, a limit): never turned into a retry."""
+    if isinstance(exc, (*_PASS_THROUGH, AklabError)):
+        return True
+    return type(exc).__module__.split(".", 1)[0] == "pydantic_ai"
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+@dataclass
+class _ToolGuard(AbstractCapability[Any]):
+    """Innermost around every tool call: any failure is a retry prompt, never the thread's end.
+
+    A tool raising ``SystemExit`` would otherwise end the run's event loop and the actor's
+    thread with it (pykka then stops every actor of the process); a plain exception would
+    end the run. A result that cannot be serialized for the model is replaced by its text.
+    """
+
+    async def wrap_tool_execute(
+        self, ctx: RunContext[Any], *, call: ToolCallPart, tool_def: Any, args: Any, handler: Any
+    ) -> Any:
+        try:
+            result = await handler(args)
+        except BaseException as exc:
+            if _is_control(exc):
+                raise
+            text = str(exc) or repr(exc)
+            raise ModelRetry(redact(_one_line(f"tool {call.tool_name} failed: {type(exc).__name__}: {text}"))) from exc
+        return _sendable(result)
+
+
+_TOOL_GUARD = _ToolGuard()
+
+
+def _sendable(result: Any) -> Any:
+    """``result`` if the model can be sent it (JSON, or content pydantic-ai knows), else its text."""
+    import pydantic_core
+
+    if result is None or isinstance(result, str | int | float | bool):
+        return result
+    try:
+        pydantic_core.to_json(result, fallback=None)
+    except Exception:
+        try:
+            return _one_line(repr(result), 2000)
+        except Exception:
+            return f"<{type(result).__name__} object>"
+    return result
 
 
 def _first_sentence(error: Exception) -> str:
