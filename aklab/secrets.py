@@ -6,14 +6,30 @@ log records, stored records) goes through :func:`redact`, which replaces every r
 value and the value of any ``Authorization`` / ``api-key`` / ``x-api-key`` header or
 ``Bearer`` token with ``[redacted]``. Values shorter than 8 characters are not registered
 (they would redact ordinary words).
+
+Log records of the ``aklab`` and ``pykka`` logger hierarchies are redacted as they are
+made (:class:`SecretFilter`, installed once by :func:`install_log_redaction`, which runs
+when this module is imported and again, idempotently, when a key is registered): their
+message, arguments and exception text. A filter on a logger sees only the records made
+on that very logger, not its children's, so it is applied from the record factory.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
+from typing import Any
 
-__all__ = ["REDACTED", "redact", "register_secret", "secrets_registered"]
+__all__ = [
+    "LOGGER_PREFIXES",
+    "REDACTED",
+    "SecretFilter",
+    "install_log_redaction",
+    "redact",
+    "register_secret",
+    "secrets_registered",
+]
 
 REDACTED = "[redacted]"
 _MIN_LENGTH = 8
@@ -45,6 +61,7 @@ def register_secret(value: str | None) -> None:
         _values = _values | {value}
         ordered = sorted(_values, key=len, reverse=True)
         _pattern = re.compile("|".join(re.escape(v) for v in ordered))
+    install_log_redaction()
 
 
 def secrets_registered() -> int:
@@ -59,3 +76,54 @@ def redact(text: str) -> str:
     if pattern is not None:
         text = pattern.sub(REDACTED, text)
     return _HEADERS.sub(lambda m: (m.group(1) or m.group(2) or "") + REDACTED, text)
+
+
+LOGGER_PREFIXES = ("aklab", "pykka")
+"""Logger hierarchies whose records are redacted."""
+
+
+class SecretFilter(logging.Filter):
+    """Redacts a record's message, arguments and exception text in place; never drops it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed format: leave it for logging to report
+            return True
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        record.msg, record.args = redact(message), ()
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        if record.stack_info:
+            record.stack_info = redact(record.stack_info)
+        return True
+
+
+_filter = SecretFilter()
+_installed = False
+
+
+def _covered(name: str) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in LOGGER_PREFIXES)
+
+
+def install_log_redaction() -> None:
+    """Redact every record of the ``aklab`` and ``pykka`` loggers from now on (idempotent)."""
+    global _installed
+    with _lock:
+        if _installed:
+            return
+        previous = logging.getLogRecordFactory()
+
+        def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+            record = previous(*args, **kwargs)
+            if _covered(record.name):
+                _filter.filter(record)
+            return record
+
+        logging.setLogRecordFactory(factory)
+        _installed = True
+
+
+install_log_redaction()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from aklab.errors import AklabError
+from aklab.secrets import redact
 
 __all__ = ["CONTEXT_FULL", "RunCancelledError", "describe_failure", "is_context_overflow", "is_cut_response"]
 
@@ -70,7 +71,11 @@ def _first_line(exc: BaseException, limit: int = 160) -> str:
 
 
 def describe_failure(exc: BaseException, *, timeout: float | None = None) -> str:
-    """What went wrong, in one line, and what to do."""
+    """What went wrong, in one line, and what to do; registered keys and auth headers redacted."""
+    return redact(_describe(exc, timeout))
+
+
+def _describe(exc: BaseException, timeout: float | None) -> str:
     names = {type(e).__name__ for e in _chain(exc)}
     status = _status(exc)
     if is_context_overflow(exc):
