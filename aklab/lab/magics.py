@@ -23,6 +23,7 @@ anything else keeps its traceback.
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -76,14 +77,23 @@ def parse_ask(line: str) -> AskArgs:
     p = _Parser(prog="%%ask", add_help=False)
     p.add_argument("agent", nargs="?")
     p.add_argument("--bg", action="store_true")
-    p.add_argument("--timeout", type=float, default=None)
+    p.add_argument("--timeout", type=_seconds, default=None)
     p.add_argument("--out", default=None)
     ns = p.parse_args(shlex.split(line))
     if ns.out is not None and not ns.out.isidentifier():
         raise UsageError(f"--out needs a variable name, got {ns.out!r}\nusage: {p.format_usage()[7:].strip()}")
-    if ns.timeout is not None and ns.timeout <= 0:
-        raise UsageError("--timeout must be a positive number of seconds")
     return AskArgs(_member(ns.agent, p.format_usage()[7:].strip()), ns.bg, ns.timeout, ns.out)
+
+
+def _seconds(value: str) -> float:
+    """``--timeout S``: a finite positive number, checked before anything is sent."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise UsageError(f"--timeout must be a positive number of seconds, e.g. --timeout 60 (got {value!r})")
+    return seconds
 
 
 def parse_usage(line: str) -> tuple[str, bool]:

@@ -9,6 +9,9 @@ Choices where the reference is loose:
   text through to the model); any failure once the command is known (bad arguments,
   the body raising) comes back as a result string starting with ``Error``.
 - A command returning ``None`` means "handled, nothing to say": ``dispatch`` returns None.
+- A command whose name starts with ``_`` is private: agent code reaches it through
+  ``has()`` / ``callable()``, but ``dispatch`` does not recognize it and ``names()`` /
+  ``descriptors()`` do not list it, so no human or model can run it as ``/_name``.
 """
 
 from __future__ import annotations
@@ -85,11 +88,14 @@ class CommandRegistry:
             raise CommandNotRecognized(f"no command {name!r}") from None
 
     def names(self) -> list[str]:
-        return sorted(self._commands)
+        """The public commands (those reachable as ``/name``)."""
+        return sorted(name for name in self._commands if _public(name))
 
     def descriptors(self) -> list[CommandDescriptor]:
         out = []
         for name, (command, card) in sorted(self._commands.items()):
+            if not _public(name):
+                continue
             hints = _hints(command)
             params = inspect.signature(command).parameters
             out.append(
@@ -108,7 +114,7 @@ class CommandRegistry:
             raise CommandNotRecognized("not a command")
         head = text[1:].split(maxsplit=1)
         name = head[0] if head else ""
-        if name not in self._commands:
+        if name not in self._commands or not _public(name):
             raise CommandNotRecognized(f"no command {name!r}")
         command, _card = self._commands[name]
         try:
@@ -142,6 +148,10 @@ class CommandRegistry:
             )
             raise ValueError(f"{exc}; usage: /{command.__name__} {usage}".rstrip()) from None
         return args, kwargs
+
+
+def _public(name: str) -> bool:
+    return not name.startswith("_")
 
 
 def _hints(command: Callable[..., Any]) -> dict[str, Any]:
