@@ -17,11 +17,20 @@ Choices where the reference leaves room:
 - The prompt of a turn (operator notes, the context-update block, the message) goes to
   the model as one string when it is all text: chat templates of local servers keep
   only string content.
+- Every turn is charged to its *ask* (``aklab.core._asks``): the team guard bounds an
+  ask's turns, tokens, cost, ping-pongs and repeated messages, and the agent whose turn
+  trips it tells the human why and how to raise the limit. A stopped ask interrupts the
+  run that holds it, wherever it is.
+- An agent never messages itself; it hires at most ``TeamGuard.max_hires_per_turn``
+  members per turn. Its model may fire only members it may route to, never a person or
+  the team's entry agent; an operator (``/fire_member``) may fire anyone but a person or
+  the entry agent.
 """
 
 from __future__ import annotations
 
 import logging
+from contextlib import AbstractContextManager, nullcontext
 from datetime import date
 from typing import Any, TypeVar
 
@@ -33,7 +42,7 @@ from aklab.agent.messages import AgentMessage
 from aklab.agent.output_models import StructuredOutput
 from aklab.agent.usage_limits import guard_usage_limits
 from aklab.agent.utils import resolve_recipient
-from aklab.core import ActorAddress, AgentCard, Akgent, CancelMessage, Message, Orchestrator
+from aklab.core import ActorAddress, AgentCard, Akgent, CancelMessage, Message, Orchestrator, TeamGuard
 from aklab.errors import ActorGoneError, AklabError, ModelError, RoutingError
 from aklab.llm import AgentUsageSummary, LlmUsageEvent, aggregate_usage
 from aklab.llm.failures import RunCancelledError
@@ -69,6 +78,7 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         self._skipped: list[str] = []  # routing skips, newest last ("@X: why")
         self._told_human = False  # this turn already told the human something (no second notice)
         self._marker_scan: tuple[int, int, set[int]] = (0, 0, set())
+        self._hired_this_turn = 0
 
     # -- assembly -------------------------------------------------------------------
     def on_start(self) -> None:
@@ -86,6 +96,7 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
             read_enabled=mailbox_card is not None and mailbox_card.read_mailbox,
             preview_handlers=mailbox_card.mailbox_preview_handlers if mailbox_card is not None else None,
             allow_agent_cancel=allow_agents,
+            ask_over=self._ask_over,
         )
         factory = ToolFactory(cards, host=self)
         self._command_registry = factory.get_command_registry(extra_commands=[self.compact, self.clear])
@@ -104,7 +115,7 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
             run_usage_limits=self.config.run_usage_limits,
             agent_usage_limits=self.config.agent_usage_limits,
             compaction_cfg=self.config.compaction_cfg,
-            on_usage=self.notify_event,
+            on_usage=self._on_usage,
             on_tool_call=self.notify_event,
             on_stream=self.notify_event,
         )
@@ -160,15 +171,60 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         if role not in self.hireable_roles():
             allowed = ", ".join(self.hireable_roles()) or "none"
             raise RoutingError(f"{self.config.name} may not hire {role!r} (may hire: {allowed})")
-        return self._orchestrator_proxy().hire(role, name)  # type: ignore[no-any-return]
+        cap = self._guard().max_hires_per_turn if self._system is not None else None
+        if cap is not None and self._hired_this_turn >= cap:
+            raise RoutingError(
+                f"{self.config.name} may hire at most {cap} members per turn (TeamGuard.max_hires_per_turn); "
+                "address the members you have as @Name"
+            )
+        address: ActorAddress = self._orchestrator_proxy().hire(role, name)
+        self._hired_this_turn += 1
+        return address
 
-    def fire(self, name: str) -> bool:
+    def fire(self, name: str, *, by_operator: bool = False) -> bool:
+        """Fire ``name``. The model may fire only members of roles it routes to; an operator
+        (a person's ``/fire_member``) anyone but a person or the entry agent."""
         member = self.get_team_member(name)
         if member is None:
             return False
-        if member.is_user_proxy or member == self.myAddress:
-            raise RoutingError(f"{name} cannot be fired")
+        if member.is_user_proxy:
+            raise RoutingError(f"{member.name} is a person and cannot be fired")
+        if member == self.myAddress and not by_operator:
+            raise RoutingError(f"{member.name} cannot fire itself")
+        if not by_operator and member.role not in self.hireable_roles():
+            may = ", ".join(self.hireable_roles()) or "none"
+            raise RoutingError(f"{self.config.name} may fire only members of the roles it routes to ({may})")
         return bool(self._orchestrator_proxy().stop_member(member))
+
+    def _guard(self) -> TeamGuard:
+        assert self._system is not None
+        return self._system.asks.guard
+
+    # -- asks -------------------------------------------------------------------------------
+    @property
+    def ask_id(self) -> str | None:
+        """The ask of the message being handled."""
+        current = self.current_message
+        return current.ask_id if current is not None else None
+
+    def _ask_over(self) -> bool:
+        return self._system is not None and self._system.asks.is_cancelled(self.ask_id)
+
+    def _on_usage(self, event: LlmUsageEvent) -> None:
+        ask_id = self.ask_id
+        if ask_id is not None:
+            event.ask_id = ask_id
+        self.notify_event(event)
+        if self._system is not None:
+            reason = self._system.asks.charge_usage(ask_id, event.total_tokens, event.cost_usd)
+            if reason is not None:
+                self._tell_guard_tripped(reason)
+
+    def _tell_guard_tripped(self, reason: str) -> None:
+        self.notify_human(
+            f"{self.config.name}: {reason}. Raise the limit (lab.guard.<name> = N, or Lab(..., guard=TeamGuard(...))) "
+            "or ask again more narrowly."
+        )
 
     def _orchestrator_proxy(self) -> Orchestrator:
         if self._system is None or self._orchestrator is None:
@@ -196,10 +252,22 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
             if self._dispatch_command(message, sender):
                 return
         self._told_human = False
+        self._hired_this_turn = 0
+        if self._system is not None:
+            reason = self._system.asks.charge_turn(message.ask_id)
+            if reason is not None:
+                self._tell_guard_tripped(reason)
+                return
         output = self.act(message, StructuredOutput)
         skipped = len(self._skipped)
         delivered = self._route_output(output)
-        if not delivered and message.type == "request" and sender is not None and not self._told_human:
+        if (
+            not delivered
+            and message.type == "request"
+            and sender is not None
+            and not self._told_human
+            and not self._ask_over()
+        ):
             why = "; ".join(self._skipped[skipped:]) or "it sent nothing"
             self.notify_human(f"{self.config.name} did not reply to {sender.name}: {why}. Ask again or rephrase.")
 
@@ -242,13 +310,14 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         sender = getattr(message, "sender", None)
         self.notify_event(AgentBusyEvent(agent=self.config.name, role=self.config.role, busy=True))
         try:
-            return self._react_agent.run_sync(
-                _one_string(prompt),
-                deps=self,
-                output_type=output_type,
-                fallback=self._text_fallback(output_type, sender),
-                recipients=self._reachable(sender),
-            )
+            with self._asks_running():
+                return self._react_agent.run_sync(
+                    _one_string(prompt),
+                    deps=self,
+                    output_type=output_type,
+                    fallback=self._text_fallback(output_type, sender),
+                    recipients=self._reachable(sender),
+                )
         except RunCancelledError:
             self._purge_cancels()
             return self._interrupted(output_type)
@@ -262,6 +331,12 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
             raise ModelError(f"{self.config.name}: model call failed: {line}") from exc
         finally:
             self.notify_event(AgentBusyEvent(agent=self.config.name, role=self.config.role, busy=False))
+
+    def _asks_running(self) -> AbstractContextManager[None]:
+        """While the run is in flight, stopping its ask interrupts it."""
+        if self._system is None:
+            return nullcontext()
+        return self._system.asks.running(self.ask_id, self._react_agent.interrupt)
 
     def _interrupted(self, output_type: type[T]) -> T:
         self.notify_human(f"Run interrupted. ({self.config.name})")
@@ -333,10 +408,20 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
     def _route_output(self, output: StructuredOutput) -> bool:
         """Deliver each request raw; returns whether anything was delivered."""
         delivered = False
+        asks = self._system.asks if self._system is not None else None
         for request in output.messages:
             member = resolve_recipient(self, request.recipient)
             if member is None:
                 continue
+            if member == self.myAddress:
+                self.report_unroutable(request.recipient, "that is you; answer the sender or address another member")
+                continue
+            if asks is not None and not member.is_user_proxy:
+                reason = asks.charge_message(self.ask_id, self.config.name, member.name, request.message)
+                if reason is not None:
+                    self._tell_guard_tripped(reason)
+                if asks.is_cancelled(self.ask_id):
+                    continue
             try:
                 self.send(member, AgentMessage(content=request.message, type=request.message_type))
             except ActorGoneError:  # fired or failed between lookup and delivery

@@ -29,6 +29,8 @@ def why_unresolvable(team: TeamResolver, recipient: str) -> str | None:
     if recipient.startswith("@"):
         if team.get_team_member(recipient) is None:
             return f"{recipient} is not a member of the team"
+        if recipient == getattr(team, "name", None):
+            return f"{recipient} is you; answer the sender or address another member"
         return None
     roles = team.hireable_roles()
     if recipient not in roles:

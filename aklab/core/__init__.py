@@ -2,6 +2,7 @@
 
 from aklab.core._address import ActorAddress
 from aklab.core._akgent import Akgent
+from aklab.core._asks import AskLedger, TeamGuard
 from aklab.core._card import AgentCard
 from aklab.core._config import BaseConfig, BaseState
 from aklab.core._directory import TeamDirectory
@@ -30,6 +31,7 @@ __all__ = [
     "ActorSystem",
     "AgentCard",
     "Akgent",
+    "AskLedger",
     "BaseConfig",
     "BaseState",
     "CancelMessage",
@@ -46,6 +48,7 @@ __all__ = [
     "StateChangedMessage",
     "StopMessage",
     "TeamDirectory",
+    "TeamGuard",
     "TeamLog",
     "UserProxy",
 ]

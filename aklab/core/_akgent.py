@@ -201,6 +201,9 @@ class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
             if isinstance(message, _TellCall):
                 getattr(self, message.name)(*message.args, **message.kwargs)
             elif isinstance(message, Message):
+                if self._withdrawn(message):
+                    self._notify(HandledMessage(message_id=message.id, ask_id=message.ask_id))
+                    return
                 self._dispatch(message)
             else:
                 log.warning("%s ignored a non-message: %r", self.config.name, message)
@@ -254,12 +257,43 @@ class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
         if self._system is not None:
             self._system.activity.end()
 
+    def _withdrawn(self, message: Message) -> bool:
+        """A message of a stopped ask is not handled (a person's inbox still gets everything)."""
+        system = self._system
+        return (
+            system is not None
+            and not self.is_user_proxy
+            and message.ask_id is not None
+            and system.asks.is_cancelled(message.ask_id)
+        )
+
     # -- sending --------------------------------------------------------------------
     def send(self, recipient: ActorAddress, message: Message) -> None:
-        """Deliver ``message`` to ``recipient`` and record it with the orchestrator."""
+        """Deliver ``message`` to ``recipient`` and record it with the orchestrator.
+
+        The message joins the ask of the message being handled (a person's message starts
+        a new ask). In an ask that was stopped, nothing is sent except to a person.
+        """
         message.sender = self.myAddress
         message.recipient = recipient
-        self._notify(SentMessage(message=message, recipient=recipient))
+        if message.ask_id is None:
+            current = self.current_message
+            if current is not None and current.ask_id is not None:
+                message.ask_id = current.ask_id
+            elif self.is_user_proxy:
+                message.ask_id = message.id
+                if self._system is not None:
+                    self._system.asks.begin(message.id)
+        system = self._system
+        if (
+            system is not None
+            and message.ask_id is not None
+            and not recipient.is_user_proxy
+            and system.asks.is_cancelled(message.ask_id)
+        ):
+            log.debug("%s: not sent, its ask is over: %s", self.config.name, type(message).__name__)
+            return
+        self._notify(SentMessage(message=message, recipient=recipient, ask_id=message.ask_id))
         self._tell(recipient, message)
 
     def _tell(self, recipient: ActorAddress, message: Any) -> None:

@@ -46,6 +46,8 @@ class Message(BaseModel):
     sender: ActorAddress | None = None
     recipient: ActorAddress | None = None
     created_at: datetime = Field(default_factory=_now)
+    ask_id: str | None = None
+    """The human message this one descends from (see ``aklab.core._asks``); stamped by ``Akgent.send``."""
 
 
 class CancelMessage(Message):

@@ -46,6 +46,7 @@ class Orchestrator(Akgent[BaseConfig, Any]):
         self.directory = self.team_directory
         self.team_log = TeamLog()
         self._log = self.team_log
+        self.entry: ActorAddress | None = None
 
     # -- roles ------------------------------------------------------------------------
     def register_agent_profiles(self, cards: list[AgentCard]) -> None:
@@ -65,6 +66,11 @@ class Orchestrator(Akgent[BaseConfig, Any]):
     def createActor(self, actor_class: type[Akgent[Any, Any]], config: BaseConfig | None = None) -> ActorAddress:
         """Start a team member; its name is made unique within the team."""
         assert self._system is not None, "an Orchestrator must be created by an ActorSystem"
+        cap = self._system.asks.guard.max_members
+        if cap is not None and len(self.team_directory.members()) >= cap:
+            raise RoutingError(
+                f"the team is full: {cap} members (TeamGuard.max_members); fire a member or raise the limit"
+            )
         if config is not None:
             config = config.model_copy(update={"name": self._unique_name(config.name)})
         address = self._system.createActor(
@@ -90,12 +96,22 @@ class Orchestrator(Akgent[BaseConfig, Any]):
             config = config.model_copy(update={"name": name if name.startswith("@") else f"@{name}"})
         return self.createActor(card.get_agent_class(), config)
 
-    def stop_member(self, address: ActorAddress) -> bool:
+    def set_entry(self, address: ActorAddress) -> None:
+        """The member a person talks to: it cannot be fired (``stop_member(force=True)`` can stop it)."""
+        self.entry = address
+
+    def stop_member(self, address: ActorAddress, *, force: bool = False) -> bool:
         """Stop a member and take it off the roster. False if it was not a member.
 
         A member whose start failed calls this itself (through its mailbox), so the
-        roster never lists a member that cannot answer.
+        roster never lists a member that cannot answer. The entry agent is refused
+        unless ``force``: without it the team cannot be asked anything.
         """
+        if not force and self.entry is not None and address == self.entry and address.is_alive():
+            raise RoutingError(
+                f"{address.name} is the team's entry agent and cannot be fired; "
+                "to change the team, start a new one (%aklab team ... or Lab(...))"
+            )
         member = self.team_directory.remove_member(address)
         if member is None:
             return False

@@ -19,6 +19,7 @@ from pykka.messages import ProxyCall
 
 from aklab.core._address import ActorAddress
 from aklab.core._akgent import Akgent, _TellCall
+from aklab.core._asks import AskLedger, TeamGuard
 from aklab.core._config import BaseConfig
 from aklab.core._directory import TeamDirectory
 from aklab.core._log import TeamLog
@@ -99,8 +100,9 @@ class _TellProxy:
 class ActorSystem:
     """Owns every actor it creates; ``shutdown()`` stops them all."""
 
-    def __init__(self, *, ask_timeout: float | None = DEFAULT_ASK_TIMEOUT) -> None:
+    def __init__(self, *, ask_timeout: float | None = DEFAULT_ASK_TIMEOUT, guard: TeamGuard | None = None) -> None:
         self.activity = Activity()
+        self.asks = AskLedger(guard)
         self.ask_timeout = ask_timeout
         self._actors: list[ActorAddress] = []
         self._start_failures: dict[str, str] = {}

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aklab.agent import AgentMessage, ContextUpdateEvent, HumanProxy
-from aklab.core import ActorAddress, ActorSystem, BaseConfig, CancelMessage, Orchestrator
+from aklab.core import ActorAddress, ActorSystem, BaseConfig, CancelMessage, Orchestrator, TeamGuard
 from aklab.errors import ActorGoneError, AklabError, ConfigError, RoutingError
 from aklab.lab.frames import usage_frame
 from aklab.lab.recorder import TeamRecorder
@@ -26,8 +27,8 @@ log = logging.getLogger("aklab.lab")
 DEFAULT_TIMEOUT = 300.0
 #: How long an interrupted ask waits for the cancelled runs to end.
 INTERRUPT_GRACE = 30.0
-#: How long ``stop()`` waits for a run that is about to start.
-STOP_GRACE = 2.0
+#: How long ``close()`` waits for every member to stop.
+CLOSE_TIMEOUT = 10.0
 
 
 class AskTimeout(AklabError):
@@ -51,8 +52,17 @@ def resolve_team(team: str | Path | TeamSpec) -> TeamSpec:
 class Lab:
     """A running team with a human seat, a recorder, and plain methods for everything."""
 
-    def __init__(self, team: str | Path | TeamSpec = "dev-team", *, model: str | ModelConfig | None = None) -> None:
+    def __init__(
+        self,
+        team: str | Path | TeamSpec = "dev-team",
+        *,
+        model: str | ModelConfig | None = None,
+        guard: TeamGuard | None = None,
+    ) -> None:
         """Start ``team`` (on ``model``, if given) and wait until its first members have started.
+
+        ``guard`` bounds every ask (turns, tokens, cost, ping-pongs, team size; see
+        :class:`aklab.core.TeamGuard` for the defaults); ``lab.guard`` changes it later.
 
         Fails fast, with nothing left running: a model that cannot be built (no SDK, no
         key, unknown provider) raises ``ConfigError`` before any actor starts; a member
@@ -65,7 +75,7 @@ class Lab:
         check_models(spec)
         self.spec = spec
         self._dashboard: Dashboard | None = None
-        self.system = ActorSystem()
+        self.system = ActorSystem(guard=guard)
         self.recorder = TeamRecorder()
         try:
             self._start()
@@ -81,6 +91,7 @@ class Lab:
         self.human = self.orchestrator.createActor(HumanProxy, BaseConfig(name="@Human", role="Human"))
         self.inbox = self.system.proxy_ask(self.human, HumanProxy).inbox
         self.entry = self._start_role(self.spec.entry)
+        self.orchestrator.set_entry(self.entry)
         started = [self.human, self.entry]
         for role in self.spec.start:
             if role != self.spec.entry:
@@ -102,20 +113,37 @@ class Lab:
             raise RoutingError(f"no team member {name}; members: {names}")
         return member
 
+    @property
+    def guard(self) -> TeamGuard:
+        """The team guard's limits, per ask (assign a field to change it: ``lab.guard.max_turns = 200``)."""
+        return self.system.asks.guard
+
     def send(self, text: str, *, to: str | None = None) -> int:
         """Send ``text`` from @Human without waiting; returns the inbox position to read from."""
-        if not text.strip():
+        if not isinstance(text, str) or not text.strip():
             raise ConfigError("nothing to ask: the message is empty")
         target = self.member(to) if to else self.entry
+        if target.is_user_proxy:
+            raise ConfigError(f"{target.name} is you: ask an agent (members: {self._agent_names()})")
         if not target.is_alive():
-            raise ActorGoneError(f"{target.name} is not running (see lab.errors()); start the team again")
+            raise ActorGoneError(
+                f"{target.name} is not running (see lab.errors()); start the team again with Lab(...) "
+                "or %aklab team NAME"
+            )
         start = len(self.inbox)
-        self.system.proxy_tell(self.human, HumanProxy).send(target, AgentMessage(content=text))
+        message = AgentMessage(content=text)
+        message.ask_id = message.id
+        self.system.asks.begin(message.id)
+        self.last_ask_id = message.id
+        self.system.proxy_tell(self.human, HumanProxy).send(target, message)
         return start
+
+    def _agent_names(self) -> str:
+        return ", ".join(a.name for a in self.team() if not a.is_user_proxy) or "none"
 
     def wait(self, timeout: float | None = DEFAULT_TIMEOUT) -> bool:
         """Block until the team is quiet. False on timeout."""
-        return self.system.wait_idle(timeout)
+        return self.system.wait_idle(_check_timeout(timeout))
 
     def ask(self, text: str, *, to: str | None = None, timeout: float | None = DEFAULT_TIMEOUT) -> list[AgentMessage]:
         """Send ``text`` from @Human, wait until the team is quiet, return what reached the human.
@@ -124,6 +152,7 @@ class Lab:
         in flight, waits for them to end, and re-raises ``KeyboardInterrupt``; what
         arrived stays in ``lab.replies()`` and the usage so far is kept.
         """
+        timeout = _check_timeout(timeout)
         start = self.send(text, to=to)
         try:
             done = self.wait(timeout)
@@ -144,19 +173,17 @@ class Lab:
         return stopped
 
     def stop(self, agent: str | None = None) -> list[str]:
-        """Cancel the run of ``agent``, or of every busy agent; returns whom it told.
+        """Stop: end every ask in progress, wherever its work is; returns the agents that were busy.
 
-        Right after a background ask, the message may still be on its way to an agent:
-        if work is in flight but nobody is busy yet, wait (briefly, on the busy signal)
-        for a run to start or for the team to go quiet.
+        Every run an ask caused is interrupted, and its messages still queued (a queued
+        ask too) are dropped unread, so the team goes quiet. With ``agent``, only that
+        agent's current run is cancelled (a ``CancelMessage``); the ask goes on.
         """
-        if agent is None and not self.recorder.busy and self.system.activity.count:
-            with self.recorder.busy_changed:
-                self.recorder.busy_changed.wait_for(
-                    lambda: bool(self.recorder.busy) or not self.system.activity.count, timeout=STOP_GRACE
-                )
-        targets = [self.member(agent)] if agent else [a for a in self.team() if a.name in self.recorder.busy]
-        return self._cancel(targets)
+        if agent is not None:
+            return self._cancel([self.member(agent)])
+        busy = sorted(self.recorder.busy)
+        self.system.asks.cancel_all("stopped by the human")
+        return busy
 
     def _cancel(self, targets: list[ActorAddress]) -> list[str]:
         told = []
@@ -243,13 +270,10 @@ class Lab:
         if self._dashboard is not None:
             self._dashboard.close()
             self._dashboard = None
-        busy = self.recorder.busy
-        if busy:
-            try:
-                self._cancel([a for a in self.team() if a.name in busy])
-            except ActorGoneError:  # closed already
-                pass
-        self.system.shutdown()
+        # No ask runs from here on: runs in flight are interrupted, queued work is dropped,
+        # and no model request starts (the mailbox capability checks before each one).
+        self.system.asks.close()
+        self.system.shutdown(timeout=CLOSE_TIMEOUT)
 
     def __enter__(self) -> Lab:
         return self
@@ -270,6 +294,15 @@ def check_models(spec: TeamSpec) -> None:
         model_cfg = getattr(card.config, "model_cfg", None)
         if isinstance(model_cfg, ModelConfig):
             resolve(model_cfg, getattr(card.config, "runtime_cfg", None)).close()
+
+
+def _check_timeout(timeout: float | None) -> float | None:
+    """``None`` waits for ever; otherwise a finite number of seconds, at least 0."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not math.isfinite(timeout) or timeout < 0:
+        raise ConfigError(f"timeout must be a number of seconds >= 0 (or None to wait for ever), not {timeout!r}")
+    return float(timeout)
 
 
 def _at(name: str) -> str:

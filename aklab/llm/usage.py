@@ -33,6 +33,8 @@ class LlmUsageEvent(BaseModel):
     role: str = ""
     run_id: str
     model: str
+    ask_id: str | None = None
+    """The human message this request served (see ``aklab.core._asks``)."""
     requests: int = 1
     input_tokens: int | None = 0
     output_tokens: int | None = 0

@@ -31,7 +31,7 @@ class TeamTool(ToolCard):
 
         def fire_members(names: list[str]) -> str:
             """Remove the named members (e.g. "@Developer") from the team."""
-            return "\n".join(f"{n}: fired" if host.fire(n) else f"{n}: not a member" for n in names)
+            return "\n".join(_try_fire(host, n) for n in names)
 
         return [hire_members, fire_members]
 
@@ -51,7 +51,7 @@ class TeamTool(ToolCard):
 
         def fire_member(name: str) -> str:
             """Fire a member by name."""
-            if not host.fire(name):
+            if not host.fire(name, by_operator=True):
                 raise ValueError(f"{name} is not a member of the team")
             return f"{name} fired"
 
@@ -72,3 +72,10 @@ def _try(hire: Callable[[str], ActorAddress], role: str) -> str:
         return f"{role}: hired {hire(role).name}"
     except Exception as exc:
         return f"{role}: error: {exc}"
+
+
+def _try_fire(host: ToolHost, name: str) -> str:
+    try:
+        return f"{name}: fired" if host.fire(name) else f"{name}: not a member"
+    except Exception as exc:
+        return f"{name}: error: {exc}"

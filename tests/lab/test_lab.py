@@ -70,9 +70,9 @@ def test_asking_an_unknown_member_or_nothing_is_a_clear_error(lab: Lab) -> None:
 
 
 def test_asking_an_entry_that_stopped_says_so_instead_of_returning_nothing(lab: Lab) -> None:
-    assert lab.orchestrator.stop_member(lab.entry)
+    assert lab.orchestrator.stop_member(lab.entry, force=True)
     assert lab.entry.ref.actor_stopped.wait(10)
-    with pytest.raises(ActorGoneError, match=r"@Manager is not running \(see lab.errors\(\)\)"):
+    with pytest.raises(ActorGoneError, match=r"@Manager is not running \(see lab.errors\(\)\); start the team again"):
         lab.ask("hello", timeout=5)
 
 

@@ -3,8 +3,9 @@
 Every BaseAgent builds one, unconditionally (not from a card), so every run can be
 stopped. Before each model request, and once more after each model response:
 
-1. **Cancel check.** O(1): the mailbox counts cancels as they arrive (``is_cancel`` is
-   its classifier). When one is pending, every pending cancel is purged (one
+1. **Cancel check.** O(1): the ask being handled was stopped (``ask_over``), or a
+   cancel is pending (the mailbox counts cancels as they arrive; ``is_cancel`` is its
+   classifier). When one is pending, every pending cancel is purged (one
    ``HandledMessage`` each) and :class:`RunInterruptedError` is raised. Checking after
    the response too means an answer that was in flight when the cancel landed is
    dropped rather than routed (a choice beyond the reference, which only checks before
@@ -81,6 +82,8 @@ class MailboxCapability(AbstractCapability[Any]):
     read_enabled: bool = False
     preview_handlers: list[str] | None = None
     allow_agent_cancel: bool = False
+    ask_over: Callable[[], bool] = lambda: False
+    """True once the ask being handled was stopped (by a person, the team guard, or close)."""
     _announced: set[str] = field(default_factory=set)
     _offered: dict[str, type] = field(default_factory=dict)
     _enqueued: list[str] = field(default_factory=list)
@@ -93,6 +96,8 @@ class MailboxCapability(AbstractCapability[Any]):
         self._seen_seq = self.mailbox().last_seq
 
     def check_cancel(self) -> None:
+        if self.ask_over():
+            raise RunInterruptedError("run interrupted: its ask was stopped")
         box = self.mailbox()
         if not box.has_tagged():
             return
