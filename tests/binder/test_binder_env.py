@@ -71,8 +71,8 @@ def test_every_notebook_runs_in_the_binder_environment(binder_kernel: str, path:
     errors = [o for outputs in fresh for o in outputs if o.get("output_type") == "error"]
     assert not errors, f"{path.name}: {errors[0].get('ename')}: {errors[0].get('evalue')}"
     # the streamed text (what %%ask prints) matches what the notebook shows
-    assert [_streams(o) for o, keep in zip(fresh, compared) if keep] == [
-        _streams(o) for o, keep in zip(saved, compared) if keep
+    assert [_streams(o) for o, keep in zip(fresh, compared, strict=True) if keep] == [
+        _streams(o) for o, keep in zip(saved, compared, strict=True) if keep
     ]
 
 
