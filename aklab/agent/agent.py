@@ -423,12 +423,20 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
                 if asks.is_cancelled(self.ask_id):
                     continue
             try:
-                self.send(member, AgentMessage(content=request.message, type=request.message_type))
+                self.send(member, AgentMessage(content=self._within_cap(request.message), type=request.message_type))
             except ActorGoneError:  # fired or failed between lookup and delivery
                 self.report_unroutable(request.recipient, f"{member.name} stopped before the message was delivered")
                 continue
             delivered = True
         return delivered
+
+    def _within_cap(self, text: str) -> str:
+        cap = self._guard().max_message_chars if self._system is not None else None
+        if cap is None or len(text) <= cap:
+            return text
+        return (
+            f"{text[:cap]}\n[… cut: the message was {len(text):,} characters; TeamGuard.max_message_chars is {cap:,}]"
+        )
 
     # -- commands ---------------------------------------------------------------------------
     def _may_command(self, sender: ActorAddress | None) -> bool:

@@ -56,6 +56,8 @@ class TeamGuard(BaseModel):
     """Members in the team (the human included)."""
     max_hires_per_turn: int | None = Field(default=8, gt=0)
     """Members one agent may hire while handling one message."""
+    max_message_chars: int | None = Field(default=200_000, gt=0)
+    """Characters in one message: a person's longer message is refused, an agent's is cut with a note."""
 
     @field_validator("max_cost")
     @classmethod

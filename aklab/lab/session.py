@@ -122,6 +122,12 @@ class Lab:
         """Send ``text`` from @Human without waiting; returns the inbox position to read from."""
         if not isinstance(text, str) or not text.strip():
             raise ConfigError("nothing to ask: the message is empty")
+        cap = self.guard.max_message_chars
+        if cap is not None and len(text) > cap:
+            raise ConfigError(
+                f"the message is {len(text):,} characters, over the limit of {cap:,} (TeamGuard.max_message_chars): "
+                "put the text in a file the team's workspace can read, or raise lab.guard.max_message_chars"
+            )
         target = self.member(to) if to else self.entry
         if target.is_user_proxy:
             raise ConfigError(f"{target.name} is you: ask an agent (members: {self._agent_names()})")

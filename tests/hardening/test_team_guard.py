@@ -234,3 +234,23 @@ def test_asking_yourself_or_with_a_bad_timeout_is_a_clear_error_and_nothing_is_s
             lab.ask("   ")
         assert lab.replies() == [] and lab.transcript() == []
         assert [m.content for m in lab.ask("hello", timeout=10)] == ["hi there"]
+
+
+def test_an_oversized_message_is_refused_before_it_is_sent_and_an_agents_is_cut() -> None:
+    big = "x" * 250_000
+
+    def decide(sender: str, text: str, turn: int) -> list[tuple[str, str, str]]:
+        return [("@Human", "response", big if "long" in text else "short")]
+
+    with Lab(team(card("A", model=scripted(decide)), entry="A")) as lab:
+        with pytest.raises(
+            ConfigError, match=r"250,000 characters, over the limit of 200,000 \(TeamGuard.max_message_chars\)"
+        ):
+            lab.ask(big)
+        assert lab.transcript() == []
+        [answer] = lab.ask("say something long", timeout=10)
+        assert len(answer.content) < 200_100
+        assert answer.content.endswith(
+            "[… cut: the message was 250,000 characters; TeamGuard.max_message_chars is 200,000]"
+        )
+        assert [m.content for m in lab.ask("and now?", timeout=10)] == ["short"]
