@@ -60,12 +60,14 @@ StateT = TypeVar("StateT", bound=BaseState)
 class _TellCall:
     """A fire-and-forget method call delivered through the mailbox (see ``proxy_tell``)."""
 
-    __slots__ = ("args", "kwargs", "name")
+    __slots__ = ("args", "ask_id", "kwargs", "name")
 
     def __init__(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         self.name = name
         self.args = args
         self.kwargs = kwargs
+        # a call that carries a message of an ask (a person's send) is work of that ask
+        self.ask_id: str | None = next((a.ask_id for a in args if isinstance(a, Message) and a.ask_id), None)
 
     def __repr__(self) -> str:
         return f"<call {self.name}>"
@@ -130,9 +132,9 @@ class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
 
     def on_stop(self) -> None:
         # Whatever is still queued will never be handled: stop counting it as work.
-        pending = sum(1 for m in self.mailbox.close() if isinstance(m, Message | _TellCall))
-        if pending and self._system is not None:
-            self._system.activity.end(pending)
+        for message in self.mailbox.close():
+            if isinstance(message, Message | _TellCall):
+                self._ended(message)
 
     def on_cancel_arrived(self) -> None:
         """A message the mailbox classifier tags (a cancel) was just queued for this actor.
@@ -178,8 +180,8 @@ class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
             if isinstance(message, Message):
                 self._bounce(message, reason)
             # Counted as work when it was queued; ended after the bounce began its own.
-            if isinstance(message, Message | _TellCall) and self._system is not None:
-                self._system.activity.end()
+            if isinstance(message, Message | _TellCall):
+                self._ended(message)
         try:
             self.on_stop()
         except Exception:
@@ -207,11 +209,12 @@ class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
                 self._dispatch(message)
             else:
                 log.warning("%s ignored a non-message: %r", self.config.name, message)
-        except Exception as exc:  # the actor survives its handlers
+        except (KeyboardInterrupt, GeneratorExit):
+            raise
+        except BaseException as exc:  # the actor survives its handlers, even a sys.exit() in a library
             self._report_error(exc, message if isinstance(message, Message) else None)
         finally:
-            if self._system is not None:
-                self._system.activity.end()
+            self._ended(message)
 
     def _dispatch(self, message: Message) -> None:
         handler = self._find_handler(type(message))
@@ -240,7 +243,16 @@ class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
         handler: Callable[..., Any] | None = cache[msg_type]
         return handler
 
-    def _report_error(self, exc: Exception, message: Message | None) -> None:
+    def _ended(self, message: Any) -> None:
+        """A message counted as work when it was queued is handled, dropped or withdrawn."""
+        system = self._system
+        if system is not None:
+            system.activity.end()
+            ask_id = getattr(message, "ask_id", None)
+            if ask_id is not None:
+                system.asks.done(ask_id)
+
+    def _report_error(self, exc: BaseException, message: Message | None) -> None:
         kind = type(message).__name__ if message is not None else "a call"
         log.error("%s failed handling %s: %s", self.config.name, kind, exc, exc_info=exc)
         self._notify(
@@ -253,9 +265,8 @@ class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
 
     def _on_mailbox_removed(self, message: Any) -> None:
         if isinstance(message, Message):
-            self._notify(HandledMessage(message_id=message.id))
-        if self._system is not None:
-            self._system.activity.end()
+            self._notify(HandledMessage(message_id=message.id, ask_id=message.ask_id))
+        self._ended(message)
 
     def _withdrawn(self, message: Message) -> bool:
         """A message of a stopped ask is not handled (a person's inbox still gets everything)."""
@@ -300,11 +311,13 @@ class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
         system = self._system
         if system is not None:
             system.activity.begin()
+            ask_id = getattr(message, "ask_id", None)
+            if ask_id is not None:
+                system.asks.sent(ask_id)
         try:
             recipient.tell(message)
         except ActorGoneError:
-            if system is not None:
-                system.activity.end()
+            self._ended(message)
             raise
 
     def _notify(self, record: OrchestratorMessage) -> None:

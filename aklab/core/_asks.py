@@ -74,6 +74,7 @@ class AskState:
     tokens: int = 0
     cost: float = 0.0
     cancelled: str | None = None  # why, once cancelled or tripped
+    pending: int = 0  # messages of the ask queued or being handled
     pairs: dict[tuple[str, str], int] = field(default_factory=dict)
     repeats: dict[int, int] = field(default_factory=dict)
     runs: dict[int, Callable[[], object]] = field(default_factory=dict)
@@ -146,6 +147,28 @@ class AskLedger:
         """No ask may run from now on: every open one is cancelled, and new ones are born over."""
         self.closed = True
         self.cancel_all("the team is closed")
+
+    # -- work in flight ---------------------------------------------------------------------
+    def sent(self, ask_id: str) -> None:
+        """A message of ``ask_id`` was queued."""
+        with self._lock:
+            self._state(ask_id).pending += 1
+
+    def done(self, ask_id: str) -> None:
+        """A message of ``ask_id`` was handled, dropped or withdrawn."""
+        with self._lock:
+            state = self._asks.get(ask_id)
+            if state is not None and state.pending > 0:
+                state.pending -= 1
+
+    def active(self) -> list[AskState]:
+        """Asks with work queued or running, oldest first (copies' fields are read-only use)."""
+        with self._lock:
+            return [s for s in self._asks.values() if s.pending or s.runs]
+
+    def in_progress(self, ask_id: str) -> bool:
+        state = self._asks.get(ask_id)
+        return state is not None and bool(state.pending or state.runs)
 
     # -- runs -----------------------------------------------------------------------------
     @contextmanager

@@ -87,11 +87,17 @@ class _TellProxy:
 
     def __getattr__(self, name: str) -> Any:
         def call(*args: Any, **kwargs: Any) -> None:
-            self._system.activity.begin()
+            system = self._system
+            tell = _TellCall(name, args, kwargs)
+            system.activity.begin()
+            if tell.ask_id is not None:
+                system.asks.sent(tell.ask_id)
             try:
-                self._address.tell(_TellCall(name, args, kwargs))
+                self._address.tell(tell)
             except ActorGoneError:
-                self._system.activity.end()
+                system.activity.end()
+                if tell.ask_id is not None:
+                    system.asks.done(tell.ask_id)
                 raise
 
         return call
@@ -188,10 +194,15 @@ class ActorSystem:
     def tell(self, address: ActorAddress, message: Any) -> None:
         """Deliver a message from outside any actor (no sender)."""
         self.activity.begin()
+        ask_id = getattr(message, "ask_id", None)
+        if ask_id is not None:
+            self.asks.sent(ask_id)
         try:
             address.tell(message)
         except ActorGoneError:
             self.activity.end()
+            if ask_id is not None:
+                self.asks.done(ask_id)
             raise
 
     def wait_idle(self, timeout: float | None = None) -> bool:

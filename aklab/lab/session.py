@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from aklab.lab.panels import Dashboard, Panel
 
-__all__ = ["DEFAULT_TIMEOUT", "AskTimeout", "Lab", "check_models", "format_message", "resolve_team"]
+__all__ = ["DEFAULT_TIMEOUT", "AskTimeout", "Lab", "Stopped", "check_models", "format_message", "resolve_team"]
 
 log = logging.getLogger("aklab.lab")
 
@@ -29,6 +29,23 @@ DEFAULT_TIMEOUT = 300.0
 INTERRUPT_GRACE = 30.0
 #: How long ``close()`` waits for every member to stop.
 CLOSE_TIMEOUT = 10.0
+
+
+class Stopped(list[str]):
+    """What a stop did: the agents whose runs it interrupted (the list), and how many asks
+    it withdrew before any agent had started on them (``withdrawn``)."""
+
+    def __init__(self, interrupted: list[str], *, withdrawn: int = 0) -> None:
+        super().__init__(interrupted)
+        self.withdrawn = withdrawn
+
+    def summary(self) -> str:
+        parts = []
+        if self:
+            parts.append(f"interrupted the run{'s' if len(self) > 1 else ''} of {', '.join(self)}")
+        if self.withdrawn:
+            parts.append(f"withdrew {self.withdrawn} ask{'s' if self.withdrawn > 1 else ''} not started yet")
+        return ("Stopped: " + "; ".join(parts) + ".") if parts else "Nothing was running."
 
 
 class AskTimeout(AklabError):
@@ -139,7 +156,6 @@ class Lab:
         start = len(self.inbox)
         message = AgentMessage(content=text)
         message.ask_id = message.id
-        self.system.asks.begin(message.id)
         self.last_ask_id = message.id
         self.system.proxy_tell(self.human, HumanProxy).send(target, message)
         return start
@@ -178,7 +194,7 @@ class Lab:
         self.wait(INTERRUPT_GRACE)
         return stopped
 
-    def stop(self, agent: str | None = None) -> list[str]:
+    def stop(self, agent: str | None = None) -> Stopped:
         """Stop: end every ask in progress, wherever its work is; returns the agents that were busy.
 
         Every run an ask caused is interrupted, and its messages still queued (a queued
@@ -186,10 +202,14 @@ class Lab:
         agent's current run is cancelled (a ``CancelMessage``); the ask goes on.
         """
         if agent is not None:
-            return self._cancel([self.member(agent)])
+            return Stopped(self._cancel([self.member(agent)]))
+        asks = self.system.asks
+        active = asks.active()
+        waiting = sum(1 for a in active if a.turns == 0 and not a.runs)
         busy = sorted(self.recorder.busy)
-        self.system.asks.cancel_all("stopped by the human")
-        return busy
+        for state in active:
+            asks.cancel(state.ask_id, "stopped by the human")
+        return Stopped(busy, withdrawn=waiting)
 
     def _cancel(self, targets: list[ActorAddress]) -> list[str]:
         told = []

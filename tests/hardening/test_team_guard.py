@@ -189,7 +189,9 @@ def test_stop_withdraws_the_asks_still_queued() -> None:
             assert entered.wait(10)
             lab.send("second")  # queued behind the first
             lab.send("third")
-            assert lab.stop() == ["@A"]
+            stopped = lab.stop()
+            assert stopped == ["@A"] and stopped.withdrawn == 2
+            assert stopped.summary() == "Stopped: interrupted the run of @A; withdrew 2 asks not started yet."
             assert lab.wait(3)
         finally:
             gate.set()
