@@ -324,6 +324,10 @@ class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
         """Record into the team's log on this thread (no-op for actors outside a team)."""
         if record.sender is None:
             record.sender = self.myAddress
+        if record.ask_id is None:
+            current = self.current_message
+            if current is not None:
+                record.ask_id = current.ask_id
         if self._log is not None:
             self._log.record(record)
             return

@@ -256,3 +256,25 @@ def test_an_oversized_message_is_refused_before_it_is_sent_and_an_agents_is_cut(
             "[… cut: the message was 250,000 characters; TeamGuard.max_message_chars is 200,000]"
         )
         assert [m.content for m in lab.ask("and now?", timeout=10)] == ["short"]
+
+
+def test_every_record_an_ask_causes_carries_its_id() -> None:
+    from aklab.core import EventMessage, EventSubscriber, Message, SentMessage
+
+    class Keep(EventSubscriber):
+        def __init__(self) -> None:
+            self.records: list[Message] = []
+
+        def on_message(self, message: Message) -> None:
+            self.records.append(message)
+
+    keep = Keep()
+    with ping_pong(TeamGuard(max_turns=4, **NO_LOOP_CHECKS)) as lab:
+        lab.orchestrator.subscribe(keep)
+        lab.ask("start", timeout=20)
+        ask = lab.last_ask_id
+        sent = [r for r in keep.records if isinstance(r, SentMessage)]
+        events = [r for r in keep.records if isinstance(r, EventMessage)]
+        assert sent and events
+        assert {r.ask_id for r in sent} == {ask}
+        assert {r.ask_id for r in events} == {ask}
