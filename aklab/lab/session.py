@@ -12,6 +12,7 @@ from aklab.core import ActorAddress, ActorSystem, BaseConfig, CancelMessage, Orc
 from aklab.errors import ActorGoneError, AklabError, ConfigError, RoutingError
 from aklab.lab.frames import usage_frame
 from aklab.lab.recorder import TeamRecorder
+from aklab.lab.result import AskResult
 from aklab.lab.teams import BUILTIN_TEAMS, TeamSpec, builtin_team
 from aklab.llm import ModelConfig
 
@@ -92,6 +93,7 @@ class Lab:
         check_models(spec)
         self.spec = spec
         self._dashboard: Dashboard | None = None
+        self.last_ask_id: str | None = None
         self.system = ActorSystem(guard=guard)
         self.recorder = TeamRecorder()
         try:
@@ -136,7 +138,11 @@ class Lab:
         return self.system.asks.guard
 
     def send(self, text: str, *, to: str | None = None) -> int:
-        """Send ``text`` from @Human without waiting; returns the inbox position to read from."""
+        """Send ``text`` from @Human without waiting; returns the inbox position to read from
+        (``lab.last_ask_id`` is the ask it started)."""
+        return self._send(text, to=to)[0]
+
+    def _send(self, text: str, *, to: str | None = None) -> tuple[int, str]:
         if not isinstance(text, str) or not text.strip():
             raise ConfigError("nothing to ask: the message is empty")
         cap = self.guard.max_message_chars
@@ -158,7 +164,7 @@ class Lab:
         message.ask_id = message.id
         self.last_ask_id = message.id
         self.system.proxy_tell(self.human, HumanProxy).send(target, message)
-        return start
+        return start, message.id
 
     def _agent_names(self) -> str:
         return ", ".join(a.name for a in self.team() if not a.is_user_proxy) or "none"
@@ -167,15 +173,16 @@ class Lab:
         """Block until the team is quiet. False on timeout."""
         return self.system.wait_idle(_check_timeout(timeout))
 
-    def ask(self, text: str, *, to: str | None = None, timeout: float | None = DEFAULT_TIMEOUT) -> list[AgentMessage]:
-        """Send ``text`` from @Human, wait until the team is quiet, return what reached the human.
+    def ask(self, text: str, *, to: str | None = None, timeout: float | None = DEFAULT_TIMEOUT) -> AskResult:
+        """Send ``text`` from @Human, wait until the team is quiet, return what reached the human
+        for this ask (an :class:`AskResult`: the list of replies, with its usage and runs).
 
         An interrupt while waiting (Ctrl-C, the notebook's stop button) cancels the runs
         in flight, waits for them to end, and re-raises ``KeyboardInterrupt``; what
         arrived stays in ``lab.replies()`` and the usage so far is kept.
         """
         timeout = _check_timeout(timeout)
-        start = self.send(text, to=to)
+        start, ask_id = self._send(text, to=to)
         try:
             done = self.wait(timeout)
         except KeyboardInterrupt:
@@ -186,7 +193,15 @@ class Lab:
                 f"the team is still working after {timeout:g}s; replies keep arriving in lab.replies(), "
                 "and lab.stop() cancels"
             )
-        return self.inbox.messages[start:]
+        return self.result(ask_id, start)
+
+    def result(self, ask_id: str, start: int = 0) -> AskResult:
+        """What ask ``ask_id`` brought back so far: its replies (from inbox position ``start``) and usage."""
+        replies = [m for m in self.inbox.messages[start:] if m.ask_id in (ask_id, None)]
+        usage = [e for e in self.recorder.usage if e.ask_id == ask_id]
+        state = self.system.asks.get(ask_id)
+        stopped = state is not None and state.cancelled is not None
+        return AskResult(replies, ask_id=ask_id, usage_events=usage, stopped=stopped)
 
     def interrupt(self) -> list[str]:
         """Cancel every run in flight and wait (bounded) for the team to settle."""

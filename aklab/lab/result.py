@@ -1,0 +1,113 @@
+"""AskResult: what one ask brought back, as a list of replies with a summary around it.
+
+``lab.ask(...)`` returns one (and ``%%ask`` makes it the cell's value, ``_``). It *is* the
+list of messages that reached the human for that ask, so code written against a plain
+list keeps working, and it adds what a notebook user looks at next: the ask's id, its
+usage (requests, tokens, cost of every agent it involved), its runs, and whether it was
+stopped. In a notebook it renders once, as Markdown (each reply under its sender); as
+text it is the same without markup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from aklab.agent import AgentMessage
+from aklab.llm import LlmUsageEvent
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["AskResult"]
+
+
+class AskResult(list[AgentMessage]):
+    """The replies of one ask (the list), plus ``ask_id``, ``usage()``, ``run_ids`` and ``stopped``."""
+
+    def __init__(
+        self,
+        replies: Iterable[AgentMessage],
+        *,
+        ask_id: str | None = None,
+        usage_events: Sequence[LlmUsageEvent] = (),
+        stopped: bool = False,
+    ) -> None:
+        super().__init__(replies)
+        self.ask_id = ask_id
+        self.usage_events = list(usage_events)
+        self.stopped = stopped
+
+    @property
+    def run_ids(self) -> list[str]:
+        """The agent runs this ask caused, in the order they reported usage."""
+        return list(dict.fromkeys(e.run_id for e in self.usage_events))
+
+    @property
+    def text(self) -> str:
+        """The replies' contents, one after the other."""
+        return "\n\n".join(m.content for m in self)
+
+    def usage(self, by: str = "agent") -> pd.DataFrame:
+        """Requests, tokens and cost of this ask alone (by agent, run, model or request)."""
+        from aklab.lab.frames import usage_frame
+
+        return usage_frame(self.usage_events, by=by)
+
+    def totals(self) -> dict[str, Any]:
+        """Requests, tokens (None when any request's count is unknown) and cost (None when unpriced)."""
+        events = self.usage_events
+        unknown = any(e.input_tokens is None or e.output_tokens is None for e in events)
+        unpriced = any(e.cost_usd is None for e in events)
+        return {
+            "requests": sum(e.requests for e in events),
+            "tokens": None if unknown else sum(e.total_tokens for e in events),
+            "cost_usd": None if unpriced or not events else sum(e.cost_usd or 0.0 for e in events),
+        }
+
+    def summary(self) -> str:
+        """One line: replies, requests, tokens, cost (``estimated`` marked), stopped."""
+        t = self.totals()
+        tokens = "unknown tokens" if t["tokens"] is None else f"{t['tokens']:,} tokens"
+        if any(e.estimated for e in self.usage_events) and t["tokens"] is not None:
+            tokens += " (estimated)"
+        cost = "cost unknown" if t["cost_usd"] is None else f"${t['cost_usd']:.4f}"
+        replies = f"{len(self)} repl{'y' if len(self) == 1 else 'ies'}"
+        line = f"{replies} · {t['requests']} requests · {tokens} · {cost}"
+        return line + (" · stopped" if self.stopped else "")
+
+    def as_text(self) -> str:
+        return "\n\n".join(_plain(m) for m in self) or "(no reply)"
+
+    def as_markdown(self) -> str:
+        blocks = [f"**{_sender(m)}** *({m.type})*\n\n{m.content}" for m in self]
+        return "\n\n---\n\n".join(blocks) or "*(no reply)*"
+
+    def as_json(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "sender": _sender(m),
+                "recipient": m.recipient.name if m.recipient else None,
+                "type": m.type,
+                "content": m.content,
+                "ask_id": m.ask_id,
+            }
+            for m in self
+        ]
+
+    def _repr_markdown_(self) -> str:
+        return self.as_markdown()
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(self.as_text())
+
+    def __repr__(self) -> str:
+        return f"<AskResult {self.summary()}>"
+
+
+def _sender(message: AgentMessage) -> str:
+    return message.sender.name if message.sender is not None else "?"
+
+
+def _plain(message: AgentMessage) -> str:
+    return f"{_sender(message)} ({message.type}):\n{message.content}"

@@ -1,0 +1,49 @@
+"""lab.ask returns the ask's own replies, usage and runs, and renders them once as Markdown."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from aklab.lab import Lab
+from aklab.lab.result import AskResult
+
+
+@pytest.fixture
+def lab() -> Iterator[Lab]:
+    with Lab("dev-team") as lab:
+        yield lab
+
+
+def test_an_ask_returns_its_replies_and_its_own_usage(lab: Lab) -> None:
+    first = lab.ask("Ask the Developer for a haiku about tests.", timeout=10)
+    second = lab.ask("What is 2+2?", timeout=10)
+    assert isinstance(first, AskResult) and isinstance(first, list)
+    assert first.ask_id != second.ask_id
+    assert [m.ask_id for m in first] == [first.ask_id] * len(first)
+    assert {e.ask_id for e in first.usage_events} == {first.ask_id}
+    frame = first.usage()
+    assert set(frame["agent"]) == {"@Manager", "@Developer"}
+    assert int(frame["requests"].sum()) == first.totals()["requests"] == len(first.run_ids) >= 2
+    assert int(first.usage()["requests"].sum()) + int(second.usage()["requests"].sum()) == int(
+        lab.usage()["requests"].sum()
+    )
+    assert not first.stopped
+
+
+def test_an_ask_renders_once_as_markdown_and_as_text(lab: Lab) -> None:
+    result = lab.ask("What is 2+2?", timeout=10)
+    markdown = result._repr_markdown_()
+    assert markdown.startswith("**@Manager** *(response)*\n\n")
+    assert result.as_text().startswith("@Manager (response):\n")
+    assert result.as_json()[0]["sender"] == "@Manager"
+    summary = result.summary()
+    assert summary.startswith("1 reply · ") and "requests" in summary and " tokens · " in summary
+    assert repr(result) == f"<AskResult {summary}>"
+
+
+def test_an_empty_result_says_so() -> None:
+    empty = AskResult([])
+    assert empty._repr_markdown_() == "*(no reply)*"
+    assert empty.summary() == "0 replies · 0 requests · 0 tokens · cost unknown"
