@@ -47,3 +47,41 @@ def test_an_empty_result_says_so() -> None:
     empty = AskResult([])
     assert empty._repr_markdown_() == "*(no reply)*"
     assert empty.summary() == "0 replies · 0 requests · 0 tokens · cost unknown"
+
+
+def test_a_stopped_run_keeps_the_usage_of_the_requests_it_made() -> None:
+    import asyncio
+    import json
+    import threading
+
+    from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    from tests.hardening._team import card, team
+
+    gate, second = threading.Event(), threading.Event()
+    calls = [0]
+
+    async def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        calls[0] += 1
+        if calls[0] == 1:  # a finished request: a tool call
+            return ModelResponse(parts=[ToolCallPart("hire_members", json.dumps({"roles": []}))])
+        second.set()
+        await asyncio.get_running_loop().run_in_executor(None, gate.wait, 30)
+        return ModelResponse(parts=[])
+
+    with Lab(team(card("A", model=FunctionModel(model)), entry="A")) as lab:
+        try:
+            lab.send("go")
+            assert second.wait(10)
+            assert lab.stop() == ["@A"]
+            assert lab.wait(5)
+        finally:
+            gate.set()
+        result = lab.result(lab.last_ask_id or "")
+        assert result.stopped
+        frame = result.usage(by="request")
+        assert list(frame["ok"]) == [True, False]
+        assert int(frame["input_tokens"].iloc[0]) > 0
+        assert result.totals()["requests"] == 2
+        assert [m.content for m in result] == ["Run interrupted. (@A)"]
