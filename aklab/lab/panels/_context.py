@@ -1,10 +1,16 @@
 """ContextPanel: the context-update blocks each agent's model received, as diffs.
 
-Each block is compared line by line (``difflib``) with the previous block delivered
-to the same agent: added lines are marked ``+`` on a green background, removed lines
-``-`` struck through on red, unchanged lines are plain. An agent's first block has
-nothing to compare with and is shown plain. A dropdown picks the agent (the first
-agent seen is picked until the user chooses); its blocks are listed newest first.
+A block carries whole sections (``## Title`` and its text): all of them (a full
+snapshot), or only those that changed (a delta, whose first line says so). So the panel
+keeps, per agent, the *composed* state the model now holds: a full block replaces it, a
+delta's sections replace those of the same title and leave the others as they were.
+Each block is shown as that composed state compared line by line (``difflib``) with the
+previous one for the same agent: added lines are marked ``+`` on a green background,
+removed lines ``-`` struck through on red, unchanged lines are plain (a section a delta
+left out is unchanged, not removed). The block's ``**Context update N**`` line is shown
+plain above. An agent's first block has nothing to compare with and is shown plain. A
+dropdown picks the agent (the first agent seen is picked until the user chooses); its
+blocks are listed newest first.
 """
 
 from __future__ import annotations
@@ -18,8 +24,9 @@ from aklab.agent import ContextUpdateEvent
 from aklab.core import EventMessage, Message
 from aklab.lab.panels._html import esc, note
 from aklab.lab.panels._hub import Panel, PanelHub, PanelModel
+from aklab.tools.context import MARKER_RE, SUFFIX_DELTA
 
-__all__ = ["ContextBlock", "ContextModel", "ContextPanel", "ContextView", "diff_lines"]
+__all__ = ["ContextBlock", "ContextModel", "ContextPanel", "ContextState", "ContextView", "diff_lines"]
 
 Mark = Literal[" ", "+", "-"]
 
@@ -47,11 +54,63 @@ def diff_lines(before: list[str] | None, after: list[str]) -> tuple[tuple[Mark, 
 
 
 @dataclass(frozen=True)
+class ContextState:
+    """What an agent's model holds after a block: the block's own first lines (``head``,
+    without the ``**Context update N**`` line) and every section delivered so far."""
+
+    head: tuple[str, ...]
+    sections: dict[str, tuple[str, ...]]  # "## Title" line -> its text lines, in first-seen order
+
+    @classmethod
+    def after(cls, previous: ContextState | None, block: str) -> tuple[ContextState, tuple[str, ...], int]:
+        """``(composed state, the block's marker lines, how many sections it carried)``."""
+        head: list[str] = []
+        markers: list[str] = []
+        sections: dict[str, list[str]] = {}
+        current: list[str] | None = None
+        delta = False
+        for line in block.splitlines():
+            if line.startswith("## "):
+                current = sections.setdefault(line, [])
+            elif current is not None:
+                current.append(line)
+            elif MARKER_RE.search(line):
+                markers.append(line)
+                delta = delta or SUFFIX_DELTA in line
+            else:
+                head.append(line)
+        sent = {title: _trim(lines) for title, lines in sections.items()}
+        merged = {**previous.sections, **sent} if delta and previous is not None else sent
+        return cls(_trim(head), merged), tuple(markers), len(sent)
+
+    def lines(self) -> list[str]:
+        out = list(self.head)
+        for title, text in self.sections.items():
+            if out:
+                out.append("")
+            out.extend((title, *text))
+        return out
+
+
+def _trim(lines: list[str]) -> tuple[str, ...]:
+    """Without the blank lines at either end (the blank between sections is layout)."""
+    start, end = 0, len(lines)
+    while start < end and not lines[start].strip():
+        start += 1
+    while end > start and not lines[end - 1].strip():
+        end -= 1
+    return tuple(lines[start:end])
+
+
+@dataclass(frozen=True)
 class ContextBlock:
     agent: str
     number: int
-    lines: tuple[tuple[Mark, str], ...]
+    lines: tuple[tuple[Mark, str], ...]  # the composed state, marked against the previous one
     first: bool
+    markers: tuple[str, ...] = ()  # the block's "**Context update N** — ..." line, shown plain
+    sent: int = 0  # sections the block carried
+    total: int = 0  # sections in the composed state
 
     @property
     def added(self) -> int:
@@ -63,8 +122,13 @@ class ContextBlock:
 
     def html(self) -> str:
         change = "first update" if self.first else f"+{self.added} −{self.removed} lines"
+        if not self.first and self.sent < self.total:
+            change += f" · {self.sent} of {self.total} sections sent"
         head = f"<b>{esc(self.agent)}</b> · context update {self.number} · {change}"
-        body = "\n".join(_LINE[mark].format(esc(line)) for mark, line in self.lines)
+        body = "\n".join(
+            [*(_LINE[" "].format(esc(line)) for line in self.markers)]
+            + [_LINE[mark].format(esc(line)) for mark, line in self.lines]
+        )
         return f'<div class="aklab-context">{head}<pre style="{_PRE}">{body}</pre></div>'
 
 
@@ -90,8 +154,11 @@ class ContextModel(PanelModel[ContextView]):
     def __init__(self, *, keep: int = 20) -> None:
         super().__init__()
         self.keep = keep
+        self._reset()
+
+    def _reset(self) -> None:
         self._blocks: dict[str, deque[ContextBlock]] = {}
-        self._last: dict[str, list[str]] = {}
+        self._last: dict[str, ContextState] = {}
         self._delivered: dict[str, int] = {}
         self._agent: str | None = None
 
@@ -110,11 +177,13 @@ class ContextModel(PanelModel[ContextView]):
         if not (isinstance(record, EventMessage) and isinstance(record.event, ContextUpdateEvent)):
             return False
         event = record.event
-        lines = event.block.splitlines()
         previous = self._last.get(event.agent)
-        block = ContextBlock(event.agent, event.number, diff_lines(previous, lines), previous is None)
+        state, markers, sent = ContextState.after(previous, event.block)
+        before = previous.lines() if previous is not None else None
+        lines = diff_lines(before, state.lines())
+        block = ContextBlock(event.agent, event.number, lines, previous is None, markers, sent, len(state.sections))
         self._blocks.setdefault(event.agent, deque(maxlen=self.keep)).append(block)
-        self._last[event.agent] = lines
+        self._last[event.agent] = state
         self._delivered[event.agent] = self._delivered.get(event.agent, 0) + 1
         if self._agent is None:
             self._agent = event.agent

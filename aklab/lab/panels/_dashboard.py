@@ -1,12 +1,19 @@
-"""Dashboard (the four panels in a Tab) and ``attach_panels``: wiring to a Lab.
+"""Dashboard (the four panels in a Tab), ``attach_panels`` and ``ask_transcript``: wiring to a Lab.
 
 ``attach_panels`` must neither lose a record nor show one twice, although the team may
-be running while it replays what the recorder already holds. So it subscribes first,
-with a gate that buffers live records; then copies the recorder's lists and replays
-them; then opens the gate, dropping buffered records that the copies already held
-(the recorder appends a record before it calls its listeners, so the same object can be
-in both). Roster rows come from ``lab.team()``; joining is idempotent, so a buffered
-``StartMessage`` for a known member changes nothing.
+be running while it replays what was already recorded. So it follows the lab's feed
+(``_feed``) with a gate that buffers live records: the feed hands over its transcript
+history (messages, notes, errors) and adds the gate in one step; then the recorder's
+context updates and usage are copied and replayed; then the gate opens, dropping
+buffered records that the copies already held (the recorder appends a record before it
+calls its listeners, so the same object can be in both). Roster rows come from
+``lab.team()``; joining is idempotent, so a buffered ``StartMessage`` for a known member
+changes nothing.
+
+``ask_transcript(lab, ask_id)`` is a transcript of one ask (what a cell shows): its own
+panel, hub and filter, following only that ask's records. ``Dashboard.rebind(lab)``
+moves a dashboard to another lab (``%aklab model`` replaces the lab): it stops following
+the old one, forgets what it showed, and replays and follows the new one.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from aklab.core import EventMessage, Message
 from aklab.errors import ConfigError
 from aklab.lab.panels._context import ContextPanel
+from aklab.lab.panels._feed import follow_lab, lab_feed
 from aklab.lab.panels._hub import Panel, PanelHub, close_widget, widget_bundle
 from aklab.lab.panels._roster import RosterPanel
 from aklab.lab.panels._transcript import TranscriptPanel
@@ -26,7 +34,7 @@ from aklab.lab.panels._usage import UsagePanel
 if TYPE_CHECKING:
     from aklab.lab.session import Lab
 
-__all__ = ["Dashboard", "attach_panels"]
+__all__ = ["Dashboard", "ask_transcript", "attach_panels", "carry_panels", "detach_panels"]
 
 T = TypeVar("T")
 
@@ -77,6 +85,17 @@ class Dashboard:
         """Stop listening to the lab (the panels keep what they show)."""
         while self._detach:
             self._detach.pop()()
+
+    def rebind(self, lab: Lab) -> Dashboard:
+        """Show ``lab`` from now on: stop following the lab shown so far, forget what
+        every panel showed (the filters too), replay what ``lab`` recorded and follow it.
+        The widgets stay the same, so wherever the dashboard is displayed it follows."""
+        with self.hub.batched():
+            self.detach()
+            for panel in self.panels.values():
+                panel.model.reset()
+            attach_panels(lab, self)
+        return self
 
     def close(self) -> None:
         """Stop listening and close every widget (and its comm)."""
@@ -135,19 +154,57 @@ def attach_panels(lab: Lab, dashboard: Dashboard | None = None) -> Dashboard:
     board = dashboard if dashboard is not None else Dashboard()
     recorder = lab.recorder
     gate = _Gate(board.hub)
-    recorder.listeners.append(gate)
-    board._detach.append(lambda: recorder.listeners.remove(gate) if gate in recorder.listeners else None)
+    transcript: list[Message] = []
+    board._detach.append(follow_lab(lab, gate, replay=transcript.extend))
 
     members = lab.team()
-    transcript = _copy(recorder.transcript)
-    errors = _copy(recorder.errors)
     events: list[Any] = [*_copy(recorder.context_updates), *_copy(recorder.usage)]
     with board.hub.batched():
         for member in members:
             board.roster.model.join(member.name, member.role)
-        for record in [*transcript, *errors]:
+        for record in transcript:
             board.hub.feed(record)
         for event in events:
             board.hub.feed(EventMessage(event=event))
-        gate.open({id(item) for item in [*transcript, *errors, *events]})
+        gate.open({_identity(r) for r in transcript} | {id(e) for e in events})
+    return board
+
+
+def ask_transcript(lab: Lab, ask_id: str | None = None, *, limit: int = 500) -> TranscriptPanel:
+    """A transcript of one ask: everything the human message ``ask_id`` caused (messages,
+    notes, errors, and the messages being written), live, with its own agent filter.
+
+    ``ask_id`` defaults to ``lab.last_ask_id``, the ask last sent by ``lab.send`` or
+    ``lab.ask``. The panel stops following when it is closed or the lab is detached
+    (``detach_panels``), and keeps what it shows.
+    """
+    ask_id = ask_id or getattr(lab, "last_ask_id", None)
+    if not ask_id:
+        raise ConfigError("no ask to show: send a message first (lab.send, lab.ask or %%ask)")
+    panel = TranscriptPanel(PanelHub(), limit=limit)
+    with panel.hub.batched():  # the replay is applied once, outside the feed's lock
+        panel._on_close.append(follow_lab(lab, panel.hub.feed, ask_id))
+    return panel
+
+
+def detach_panels(lab: Lab) -> None:
+    """Every panel following ``lab`` stops (each keeps what it shows); for ``lab.close()``."""
+    feed = lab_feed(lab)
+    if feed is not None:
+        feed.close()
+
+
+def carry_panels(old: Lab, new: Lab) -> Dashboard | None:
+    """Move ``old``'s dashboard to ``new`` (call before ``old.close()``, which would close it).
+
+    Wherever the dashboard or one of its panels (``lab.panel(...)``) is displayed, it
+    then shows ``new``. Returns the dashboard, or None if ``old`` had none.
+    """
+    board: Dashboard | None = old._dashboard
+    if board is None or old is new:
+        return board
+    old._dashboard = None
+    board.rebind(new)
+    if new._dashboard is None:
+        new._dashboard = board
     return board

@@ -64,6 +64,12 @@ class PanelModel(ABC, Generic[V]):
                 self._version += 1
             return changed
 
+    def reset(self) -> None:
+        """Forget every record and choice (a panel moving to another lab starts afresh)."""
+        with self._lock:
+            self._reset()
+            self._version += 1
+
     def catch_up(self) -> None:
         """Make changes held back for coalescing visible (an explicit flush calls this)."""
         with self._lock:
@@ -102,6 +108,10 @@ class PanelModel(ABC, Generic[V]):
         return False
 
     @abstractmethod
+    def _reset(self) -> None:
+        """Set the state to that of a new model (``__init__`` calls it too)."""
+
+    @abstractmethod
     def _feed(self, record: Message) -> bool: ...
 
     @abstractmethod
@@ -124,6 +134,7 @@ class Panel(ABC, Generic[V]):
     def __init__(self, model: PanelModel[V], hub: PanelHub | None = None) -> None:
         self.model = model
         self._applied = -1  # model version shown by the widgets; guarded by the hub's lock
+        self._on_close: list[Callable[[], Any]] = []  # e.g. stop following a lab
         self.widget: Any = self._build()
         self.hub = hub if hub is not None else PanelHub()
         self.hub.add(self)
@@ -150,7 +161,12 @@ class Panel(ABC, Generic[V]):
         self.hub.flush()
 
     def close(self) -> None:
-        """Close the panel's widgets (and their comms)."""
+        """Stop following any lab, then close the panel's widgets (and their comms)."""
+        while self._on_close:
+            try:
+                self._on_close.pop()()
+            except Exception:
+                log.exception("%s could not detach", type(self).__name__)
         close_widget(self.widget)
 
     def __repr__(self) -> str:

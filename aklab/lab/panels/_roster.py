@@ -60,6 +60,9 @@ class RosterModel(PanelModel[RosterView]):
 
     def __init__(self) -> None:
         super().__init__()
+        self._reset()
+
+    def _reset(self) -> None:
         self._members: dict[str, Member] = {}
 
     def join(self, name: str, role: str) -> bool:

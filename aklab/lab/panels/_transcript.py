@@ -7,6 +7,12 @@ conversation needs them to make sense of it: a ``/command`` a human ran on an ag
 and a handler error (``ErrorMessage``). The model keeps the last ``keep`` rows; the
 widget renders the last ``limit`` of those that match the filter.
 
+A ``/command`` is recorded three times: the human's message carrying it, the agent's
+``notification`` back with the result, and the operator-action note. The note says both
+(the command and its result), so it stands for all three: when it arrives, the message
+and the reply it matches are taken out of the transcript (or, if the reply is not
+recorded yet, it is left out when it comes).
+
 While a model writes its output, the messages it is writing show below the transcript
 as provisional rows, marked as in progress (``OutputStreamEvent``, one row per
 ``(agent, run, attempt, index)``). A provisional row goes away when the real message is
@@ -87,13 +93,19 @@ class TranscriptModel(PanelModel[TranscriptView]):
     def __init__(self, *, limit: int = 500, keep: int = 5000) -> None:
         super().__init__()
         self.limit = limit
-        self._rows: deque[TranscriptRow] = deque(maxlen=max(keep, limit))
+        self.keep = max(keep, limit)
+        self._reset()
+
+    def _reset(self) -> None:
+        self._rows: deque[TranscriptRow] = deque(maxlen=self.keep)
         self._agents: dict[str, None] = {}
         self._messages = 0
         self._notes = 0
         self._agent = ALL
         # Provisional rows by (agent, run_id, attempt, index), in arrival order.
         self._live: dict[tuple[str, str, int, int], TranscriptRow] = {}
+        # Command results still to come as a notification: (agent, operator, result).
+        self._replies_due: deque[tuple[str, str, str]] = deque(maxlen=16)
 
     @property
     def agent(self) -> str:
@@ -118,7 +130,11 @@ class TranscriptModel(PanelModel[TranscriptView]):
         row = _row(record)
         if row is None:
             return False
+        if not row.is_note and self._reply_due(row):
+            return False
         self._settle_live(record, row)
+        if isinstance(record, EventMessage) and isinstance(record.event, OperatorActionEvent):
+            self._fold_command(record.event)
         if row.is_note:
             self._notes += 1
         else:
@@ -128,6 +144,31 @@ class TranscriptModel(PanelModel[TranscriptView]):
                 self._agents.setdefault(name, None)
         self._rows.append(row)
         return True
+
+    def _fold_command(self, event: OperatorActionEvent) -> None:
+        """Take out the message carrying the command and the reply with its result."""
+        command = _Row(event.operator, event.agent, None, event.command)
+        reply = _Row(event.agent, event.operator, "notification", event.result) if event.result else None
+        if not self._remove_recent(command):
+            return  # not a message we showed (a command run from code): nothing to fold
+        if reply is not None and not self._remove_recent(reply):
+            self._replies_due.append((event.agent, event.operator, reply.content or ""))
+
+    def _remove_recent(self, match: _Row, within: int = 32) -> bool:
+        for back in range(1, min(within, len(self._rows)) + 1):
+            if match.matches(self._rows[-back]):
+                del self._rows[-back]
+                self._messages -= 1
+                return True
+        return False
+
+    def _reply_due(self, row: TranscriptRow) -> bool:
+        """True if ``row`` is a command's result reply that a note already shows (then forget it)."""
+        for due in self._replies_due:
+            if _Row(due[0], due[1], "notification", due[2]).matches(row):
+                self._replies_due.remove(due)
+                return True
+        return False
 
     def _stream(self, event: OutputStreamEvent) -> bool:
         key = (event.agent, event.run_id, event.attempt, event.index)
@@ -175,6 +216,24 @@ class TranscriptModel(PanelModel[TranscriptView]):
     def _summary(self) -> str:
         text = f"{self._messages} message{'s' if self._messages != 1 else ''}"
         return f"{text}, {self._notes} note{'s' if self._notes != 1 else ''}" if self._notes else text
+
+
+@dataclass(frozen=True)
+class _Row:
+    """What a row folded into a command note looks like (intent None: any)."""
+
+    sender: str
+    recipient: str
+    intent: str | None
+    content: str | None
+
+    def matches(self, row: TranscriptRow) -> bool:
+        return (
+            not row.is_note
+            and not row.live
+            and (row.sender, row.recipient, row.content) == (self.sender, self.recipient, self.content)
+            and self.intent in (None, row.intent)
+        )
 
 
 # Does a recorded row settle a provisional one from the same sender?

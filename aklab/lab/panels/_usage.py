@@ -91,6 +91,9 @@ class UsageModel(PanelModel[UsageView]):
         super().__init__()
         self.every = max(1, every)
         self.runs_shown = runs_shown
+        self._reset()
+
+    def _reset(self) -> None:
         self._events: list[LlmUsageEvent] = []
         self._shown = 0  # how many events the current version includes
 

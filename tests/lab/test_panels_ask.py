@@ -1,0 +1,325 @@
+"""A cell's transcript shows its own ask; commands show once; context deltas; rebinding."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any, cast
+
+import pytest
+
+from aklab.agent import AgentBusyEvent, AgentMessage, ContextUpdateEvent, OperatorActionEvent
+from aklab.core import ActorAddress, ErrorMessage, EventMessage, Message, SentMessage
+from aklab.errors import ConfigError
+from aklab.lab.panels import (
+    ContextModel,
+    Dashboard,
+    TranscriptModel,
+    ask_transcript,
+    attach_panels,
+    carry_panels,
+    detach_panels,
+)
+from aklab.lab.panels._feed import ask_of
+from aklab.lab.recorder import TeamRecorder
+from aklab.lab.session import Lab
+from aklab.llm.streaming import OutputStreamEvent
+
+MSG = 'class="aklab-msg"'
+NOTE = 'class="aklab-note-row"'
+# What must never be in a text/plain repr: hex ids, addresses, times.
+UNSTABLE = re.compile(r"[0-9a-f]{8,}|0x[0-9a-f]+|\d\d:\d\d")
+
+
+def addr(name: str) -> ActorAddress:
+    return ActorAddress(agent_id=f"id-{name}", name=name, role=name.strip("@"))
+
+
+def sent(sender: str, recipient: str, content: str, intent: Any = "request", ask: str | None = None) -> SentMessage:
+    message = AgentMessage(content=content, type=intent, sender=addr(sender), recipient=addr(recipient), ask_id=ask)
+    return SentMessage(sender=message.sender, recipient=message.recipient, message=message, ask_id=ask)
+
+
+def command_note(agent: str, command: str, result: str | None) -> EventMessage:
+    event = OperatorActionEvent(agent=agent, operator="@Human", command=command, result=result)
+    return EventMessage(event=event)
+
+
+def context(agent: str, number: int, block: str) -> EventMessage:
+    return EventMessage(event=ContextUpdateEvent(agent=agent, number=number, block=block))
+
+
+class FakeLab:
+    """What the panels read from a lab: its recorder, its team and its last ask."""
+
+    def __init__(self, *members: str) -> None:
+        self.recorder = TeamRecorder()
+        self.members = [addr(m) for m in members]
+        self.last_ask_id: str | None = None
+        self._dashboard: Dashboard | None = None
+
+    def team(self) -> list[ActorAddress]:
+        return self.members
+
+    def say(self, record: Message) -> None:
+        self.recorder.on_message(record)
+
+
+@pytest.fixture
+def lab() -> Iterator[Lab]:
+    with Lab("dev-team") as lab:
+        yield lab
+
+
+# -- one ask per cell, through a real team -------------------------------------------------
+def test_each_ask_has_its_own_transcript_that_later_asks_do_not_fill(lab: Lab) -> None:
+    board = lab.dashboard()
+    drafts: dict[str, int] = {}
+
+    def count_drafts(record: Message) -> None:
+        if isinstance(record, EventMessage) and isinstance(record.event, OutputStreamEvent | AgentBusyEvent):
+            assert record.ask_id is not None  # streamed rows and busy turns belong to their ask
+            drafts[record.ask_id] = drafts.get(record.ask_id, 0) + 1
+
+    lab.recorder.listeners.append(count_drafts)
+    lab.send("Plan the login page")
+    first = ask_transcript(lab, lab.last_ask_id)  # as %%ask shows it: right after sending
+    assert lab.wait(20)
+    first_id = lab.last_ask_id
+    lab.send("Now plan the signup page")
+    second = ask_transcript(lab)  # the last ask by default
+    assert lab.wait(20)
+    try:
+        for panel in (first, second, board):
+            panel.hub.flush()
+        assert repr(first) == repr(second) == "<TranscriptPanel: 4 messages>"
+        assert repr(board.transcript) == "<TranscriptPanel: 8 messages>"
+        one, two = first.html.value, second.html.value
+        assert one.count(MSG) == two.count(MSG) == 4
+        assert "Plan the login page" in one and "signup" not in one
+        assert "signup" in two and "Plan the login page" not in two
+        assert set(drafts) == {first_id, lab.last_ask_id}  # both asks streamed, each under its own id
+
+        # A panel opened later for the first ask replays the same rows.
+        late = ask_transcript(lab, first_id)
+        assert late.html.value == one
+        late.close()
+    finally:
+        lab.recorder.listeners.remove(count_drafts)
+        first.close()
+        second.close()
+
+
+def test_the_agent_filter_of_one_cell_leaves_the_other_cells_and_the_dashboard_alone(lab: Lab) -> None:
+    board = lab.dashboard()
+    lab.ask("Plan the login page", timeout=20)
+    first = ask_transcript(lab)
+    lab.ask("Now plan the signup page", timeout=20)
+    second = ask_transcript(lab)
+    try:
+        options = [value for _, value in first.filter.options]
+        assert options == ["", "@Human", "@Manager", "@Developer"]
+        first.filter.value = "@Developer"  # the user picks an agent in the first cell
+
+        assert first.model.agent == "@Developer"
+        assert "@Human</b> → <b>@Manager" not in first.html.value
+        assert second.model.agent == "" and second.filter.value == ""
+        assert board.transcript.model.agent == "" and board.transcript.filter.value == ""
+        assert second.html.value.count(MSG) == 4 and board.transcript.html.value.count(MSG) == 8
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_cells_transcript_has_a_text_repr_free_of_ids_and_times(lab: Lab) -> None:
+    lab.ask("Plan the login page", timeout=20)
+    panel = ask_transcript(lab)
+    try:
+        bundle = panel._repr_mimebundle_()
+        assert bundle["text/plain"] == "<TranscriptPanel: 4 messages>"
+        assert "application/vnd.jupyter.widget-view+json" in bundle
+        assert not UNSTABLE.search(bundle["text/plain"])
+    finally:
+        panel.close()
+
+
+def test_a_slash_command_shows_once_in_its_cell_and_on_the_dashboard(lab: Lab) -> None:
+    board = lab.dashboard()
+    lab.ask("/team_roles", to="@Manager", timeout=10)
+    cell = ask_transcript(lab)
+    try:
+        board.flush()
+        for html in (board.transcript.html.value, cell.html.value):
+            assert html.count(NOTE) == 1 and html.count(MSG) == 0
+            assert html.count("/team_roles") == 1 and html.count("- Developer: Designs and writes code") == 1
+        assert repr(board.transcript) == repr(cell) == "<TranscriptPanel: 0 messages, 1 note>"
+    finally:
+        cell.close()
+
+
+def test_closing_a_cells_panel_or_detaching_the_lab_stops_it_following(lab: Lab) -> None:
+    lab.ask("Plan the login page", timeout=20)
+    closed = ask_transcript(lab)
+    kept = ask_transcript(lab)
+    assert len(lab.recorder.listeners) == 1  # one feed for every panel of the lab
+    closed.close()
+    assert len(lab.recorder.listeners) == 1  # the other panel still follows
+    detach_panels(lab)
+    assert lab.recorder.listeners == []
+    assert repr(kept) == "<TranscriptPanel: 4 messages>"  # it keeps what it showed
+    kept.close()
+
+
+def test_an_ask_transcript_needs_an_ask() -> None:
+    with pytest.raises(ConfigError, match="send a message first"):
+        ask_transcript(cast(Lab, FakeLab("@Human")))
+
+
+# -- an ask's records, by hand ---------------------------------------------------------------
+def test_an_ask_transcript_takes_only_its_asks_records_including_notes_and_errors() -> None:
+    fake = FakeLab("@Human", "@Dev")
+    fake.say(sent("@Human", "@Dev", "before the panel", ask="a1"))
+    panel = ask_transcript(cast(Lab, fake), "a1")
+    try:
+        fake.say(sent("@Human", "@Dev", "another ask", ask="a2"))
+        fake.say(sent("@Dev", "@Human", "answer", intent="response", ask="a1"))
+        failed = AgentMessage(content="x", ask_id="a1")
+        # A handler's error carries the ask of the message it failed on.
+        fake.say(
+            ErrorMessage(sender=addr("@Dev"), exception_type="ValueError", exception_value="v", current_message=failed)
+        )
+        panel.hub.flush()
+        html = panel.html.value
+        assert "before the panel" in html and "answer" in html and "another ask" not in html
+        assert "ValueError: v" in html
+        assert repr(panel) == "<TranscriptPanel: 2 messages, 1 note>"
+    finally:
+        panel.close()
+    assert fake.recorder.listeners == []
+
+
+def test_ask_of_reads_the_record_then_the_message_it_is_about() -> None:
+    assert ask_of(sent("@A", "@B", "x", ask="k")) == "k"
+    inner = AgentMessage(content="x", ask_id="m")
+    assert ask_of(SentMessage(message=inner)) == "m"
+    assert ask_of(ErrorMessage(exception_type="E", exception_value="v", current_message=inner)) == "m"
+    assert ask_of(EventMessage(event=None)) is None
+
+
+# -- slash commands, by hand -------------------------------------------------------------------
+def test_a_command_the_message_and_its_result_reply_fold_into_one_note() -> None:
+    model = TranscriptModel()
+    model.feed(sent("@Human", "@Dev", "hello"))
+    model.feed(sent("@Human", "@Dev", "/clear"))
+    model.feed(sent("@Dev", "@Human", "Context cleared.", intent="notification"))
+    model.feed(command_note("@Dev", "/clear", "Context cleared."))
+    view = model.view()
+    assert [(r.intent, r.content, r.is_note) for r in view.rows] == [
+        ("request", "hello", False),
+        ("command", "/clear\nContext cleared.", True),
+    ]
+    assert model.summary() == "1 message, 1 note"
+
+
+def test_a_commands_reply_recorded_after_the_note_is_left_out_too() -> None:
+    model = TranscriptModel()
+    model.feed(sent("@Human", "@Dev", "/clear"))
+    model.feed(command_note("@Dev", "/clear", "Context cleared."))
+    model.feed(sent("@Dev", "@Human", "Context cleared.", intent="notification"))
+    model.feed(sent("@Dev", "@Human", "Context cleared.", intent="notification"))  # a second, real one stays
+    assert [r.intent for r in model.view().rows] == ["command", "notification"]
+    assert model.summary() == "1 message, 1 note"
+
+
+def test_a_command_run_from_code_keeps_the_messages_around_it() -> None:
+    model = TranscriptModel()
+    model.feed(sent("@Dev", "@Human", "ok", intent="notification"))
+    model.feed(command_note("@Dev", "/clear", "ok"))  # no message carried it: nothing to fold
+    assert [r.intent for r in model.view().rows] == ["notification", "command"]
+
+
+# -- context updates: deltas against the composed state ------------------------------------
+FULL = "**Context update 1** — current state.\n\n## Plan\n- step 1\n- step 2\n\n## Team\n- @Dev (Dev)"
+DELTA = "**Context update 2** — state has changed since the last update.\n\n## Team\n- @Dev (Dev)\n- @QA (QA)"
+
+
+def test_a_delta_block_leaves_the_sections_it_omits_unchanged() -> None:
+    model = ContextModel()
+    model.feed(context("@Dev", 1, FULL))
+    model.feed(context("@Dev", 2, DELTA))
+    newest, first = model.view().blocks
+    assert first.first and all(mark == " " for mark, _ in first.lines)
+    assert [line for mark, line in newest.lines if mark != " "] == ["- @QA (QA)"]
+    assert (newest.added, newest.removed) == (1, 0)
+    assert [line for _, line in newest.lines] == [
+        "## Plan",
+        "- step 1",
+        "- step 2",
+        "",
+        "## Team",
+        "- @Dev (Dev)",
+        "- @QA (QA)",
+    ]
+    assert newest.markers == ("**Context update 2** — state has changed since the last update.",)
+    html = newest.html()
+    assert "context update 2 · +1 −0 lines · 1 of 2 sections sent" in html and "aklab-del" not in html
+
+
+def test_a_changed_section_in_a_delta_is_diffed_and_a_full_block_starts_again() -> None:
+    model = ContextModel()
+    model.feed(context("@Dev", 1, FULL))
+    model.feed(context("@Dev", 2, DELTA.replace("## Team\n- @Dev (Dev)\n- @QA (QA)", "## Plan\n- step 1\n- step 3")))
+    newest = model.view().blocks[0]
+    assert [(m, line) for m, line in newest.lines if m != " "] == [("-", "- step 2"), ("+", "- step 3")]
+    assert "- @Dev (Dev)" in [line for _, line in newest.lines]  # the team section is still there
+    # A full snapshot (after /clear) replaces everything: the team section is gone.
+    model.feed(context("@Dev", 1, "**Context update 1** — current state.\n\n## Plan\n- step 1\n- step 3"))
+    latest = model.view().blocks[0]
+    assert [line for mark, line in latest.lines if mark == "-"] == ["", "## Team", "- @Dev (Dev)"]
+
+
+# -- moving panels to a new lab ----------------------------------------------------------------
+def test_a_rebound_dashboard_forgets_the_old_lab_and_follows_the_new_one() -> None:
+    old, new = FakeLab("@Human", "@Old"), FakeLab("@Human", "@New", "@Other")
+    old.say(sent("@Human", "@Old", "old talk"))
+    board = attach_panels(cast(Lab, old))
+    try:
+        board.transcript.filter.value = "@Old"
+        new.say(sent("@Human", "@New", "new talk"))
+        new.say(context("@New", 1, "## Plan\n- x"))
+        assert board.rebind(cast(Lab, new)) is board
+        assert old.recorder.listeners == []
+        old.say(sent("@Human", "@Old", "too late"))
+        new.say(sent("@New", "@Human", "live on the new lab", intent="response"))
+        board.flush()
+        html = board.transcript.html.value
+        assert "old talk" not in html and "too late" not in html
+        assert "new talk" in html and "live on the new lab" in html
+        assert board.transcript.model.agent == ""  # the old lab's filter went with it
+        assert [repr(p) for p in board.panels.values()] == [
+            "<RosterPanel: 3 members>",
+            "<TranscriptPanel: 2 messages>",
+            "<ContextPanel: 1 update from 1 agent>",
+            "<UsagePanel: 0 requests by 0 agents>",
+        ]
+    finally:
+        board.close()
+    assert new.recorder.listeners == []
+
+
+def test_carry_panels_moves_the_labs_dashboard_so_closing_the_old_lab_keeps_it_open() -> None:
+    with Lab() as old:
+        board = old.dashboard()
+        usage = old.panel("usage")
+        old.ask("Plan the login page", timeout=20)
+        with Lab() as new:
+            assert carry_panels(cast(Lab, old), new) is board
+            old.close()
+            assert board.widget.comm is not None  # still open wherever it is displayed
+            assert new.dashboard() is board and new.panel("usage") is usage
+            assert repr(board.transcript) == "<TranscriptPanel: 0 messages>"
+            new.ask("Plan the login page", timeout=20)
+            board.flush()
+            assert repr(board.transcript) == "<TranscriptPanel: 4 messages>"
+            assert repr(usage) == "<UsagePanel: 3 requests by 2 agents>"
+        assert board.widget.comm is None  # the new lab closed it
