@@ -30,6 +30,7 @@ from aklab.lab.panels import (
     attach_panels,
 )
 from aklab.lab.panels._context import diff_lines
+from aklab.lab.panels._feed import lab_feed
 from aklab.lab.recorder import TeamRecorder
 from aklab.lab.session import Lab
 from aklab.llm import LlmUsageEvent
@@ -60,6 +61,14 @@ def usage(agent: str, run: str = "run-1", cost: float | None = None, tokens: int
     return EventMessage(event=event)
 
 
+def following(lab: Lab) -> int:
+    """How many follow the lab's feed (the lab may keep one itself: ``watch_lab``);
+    asserts that nothing else listens to its recorder."""
+    feed = lab_feed(lab)
+    assert lab.recorder.listeners == ([] if feed is None else [feed])
+    return 0 if feed is None else feed.followers
+
+
 def widget_count() -> int:
     # ``Widget.widgets`` is deprecated (a warning, hence an error here); this is its storage.
     return len(widget_module._instances)
@@ -80,6 +89,7 @@ def lab() -> Iterator[Lab]:
 
 # -- through a real Lab ---------------------------------------------------------------
 def test_a_dashboard_attached_before_asking_follows_the_whole_conversation(lab: Lab) -> None:
+    own = following(lab)
     board = attach_panels(lab)
     try:
         lab.ask("Plan the login page", timeout=20)
@@ -115,10 +125,11 @@ def test_a_dashboard_attached_before_asking_follows_the_whole_conversation(lab: 
         assert board.widget.titles == ("Roster", "Transcript", "Context", "Usage")
     finally:
         board.close()
-    assert lab.recorder.listeners == []  # closing the dashboard unsubscribed it
+    assert following(lab) == own  # closing the dashboard unsubscribed it
 
 
 def test_a_dashboard_attached_after_asking_replays_what_the_live_one_saw(lab: Lab) -> None:
+    own = following(lab)
     live = attach_panels(lab)
     lab.ask("Plan the login page", timeout=20)
     late = attach_panels(lab)
@@ -132,7 +143,7 @@ def test_a_dashboard_attached_after_asking_replays_what_the_live_one_saw(lab: La
     finally:
         live.close()
         late.close()
-    assert lab.recorder.listeners == []
+    assert following(lab) == own
 
 
 def test_records_arriving_during_the_replay_are_shown_exactly_once() -> None:

@@ -19,6 +19,7 @@ from aklab.lab.panels import (
     attach_panels,
     carry_panels,
     detach_panels,
+    watch_lab,
 )
 from aklab.lab.panels._feed import ask_of
 from aklab.lab.recorder import TeamRecorder
@@ -323,3 +324,26 @@ def test_carry_panels_moves_the_labs_dashboard_so_closing_the_old_lab_keeps_it_o
             assert repr(board.transcript) == "<TranscriptPanel: 4 messages>"
             assert repr(usage) == "<UsagePanel: 3 requests by 2 agents>"
         assert board.widget.comm is None  # the new lab closed it
+
+
+def test_a_watched_lab_keeps_its_notes_for_a_panel_opened_later() -> None:
+    fake = FakeLab("@Human", "@Dev")
+    stop = watch_lab(cast(Lab, fake))
+    fake.say(sent("@Human", "@Dev", "/clear", ask="a1"))
+    fake.say(sent("@Dev", "@Human", "Context cleared.", intent="notification", ask="a1"))
+    fake.say(
+        EventMessage(
+            event=OperatorActionEvent(agent="@Dev", operator="@Human", command="/clear", result="Context cleared."),
+            ask_id="a1",
+        )
+    )
+    cell, board = ask_transcript(cast(Lab, fake), "a1"), attach_panels(cast(Lab, fake))
+    try:
+        for panel in (cell, board.transcript):
+            assert repr(panel) == "<TranscriptPanel: 0 messages, 1 note>"
+    finally:
+        cell.close()
+        board.close()
+    assert len(fake.recorder.listeners) == 1  # still watched
+    stop()
+    assert fake.recorder.listeners == []

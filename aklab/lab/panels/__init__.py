@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from aklab.lab.panels._context import ContextModel, ContextPanel
 from aklab.lab.panels._dashboard import Dashboard, ask_transcript, attach_panels, carry_panels, detach_panels
+from aklab.lab.panels._feed import watch_lab
 from aklab.lab.panels._hub import Panel, PanelHub, PanelModel
 from aklab.lab.panels._roster import RosterModel, RosterPanel
 from aklab.lab.panels._transcript import TranscriptModel, TranscriptPanel
@@ -32,4 +33,5 @@ __all__ = [
     "attach_panels",
     "carry_panels",
     "detach_panels",
+    "watch_lab",
 ]

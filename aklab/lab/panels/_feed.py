@@ -16,7 +16,8 @@ the recorder instead (without notes, which the recorder never kept), ordered by 
 and skips them if they reach it afterwards.
 
 The feed subscribes to the recorder while it has followers and unsubscribes with the
-last one (``lab.close()`` closes the lab's dashboard, which detaches them).
+last one, or when ``detach_panels(lab)`` closes it. ``watch_lab(lab)`` keeps a feed
+from the lab's start even while no panel follows it.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import Any, TypeVar
 from aklab.agent import AgentMessage, OperatorActionEvent, RoutingSkippedEvent
 from aklab.core import ErrorMessage, EventMessage, Message, SentMessage
 
-__all__ = ["LabFeed", "ask_of", "follow_lab", "is_transcript", "lab_feed"]
+__all__ = ["LabFeed", "ask_of", "follow_lab", "is_transcript", "lab_feed", "watch_lab"]
 
 T = TypeVar("T")
 
@@ -174,6 +175,21 @@ def follow_lab(
         if feed is None:
             feed = _FEEDS[recorder] = LabFeed(recorder)
         return feed.follow(sink, ask_id, replay=replay)
+
+
+def watch_lab(lab: Any) -> Callable[[], None]:
+    """Keep ``lab``'s transcript history (notes included) from now on, even while no panel
+    follows it; returns the function that stops it (``detach_panels(lab)`` stops it too).
+
+    A panel opened later then replays everything, notes and the first moments of an ask
+    included: ``%%ask`` opens a cell's transcript just after its message was sent. Call
+    it when the lab starts, before anything is recorded.
+    """
+    return follow_lab(lab, _ignore)
+
+
+def _ignore(record: Message) -> None:
+    return None
 
 
 def lab_feed(lab: Any) -> LabFeed | None:
