@@ -1,20 +1,44 @@
 """WorkspaceTool: file tools sandboxed to one folder, plus ``!!path`` media expansion.
 
-Every path is resolved (symlinks included) against ``root`` and refused when the result
-lies outside it, so neither ``..``, an absolute path nor a symlink leads out of the folder.
+The sandbox (see :mod:`aklab.tools._fs_sandbox` for the exact guarantees):
+
+- ``root`` is resolved once, when the card is made (``~`` expanded, symlinks resolved,
+  relative to the current folder at that moment), so a later ``%cd`` changes nothing.
+  The filesystem root, the home folder, its ancestors and system folders are refused
+  unless ``allow_broad_root=True``. A missing root is created at first use.
+- Every path is opened component by component from a descriptor of the root with
+  ``O_NOFOLLOW``; neither ``..``, an absolute path, a symlink (even one swapped in while we
+  work) nor a hard link leads out of it. Symlinks that stay inside the root are followed
+  for reads and writes; walks (list, glob, grep, media globs) never follow them.
+- Only regular files with a single link are read or written: a hard-linked file may be a
+  file outside the root under a second name, and reading it would leak that file as
+  surely as writing would change it, so both are refused (copy the file in instead).
+- What reaches the model is capped: a read shows ``max_read_chars`` from ``offset``, grep
+  shows at most 200 hits and ``max_grep_chars``, skips files over ``max_file_bytes`` and
+  stops after ``grep_timeout`` seconds (patterns run on the ``regex`` engine with a
+  timeout, so a catastrophic pattern ends as a message). ``!!`` media references attach
+  at most ``max_media_files`` images and ``max_media_bytes`` per message. Every cut says
+  what was cut.
 """
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
 import shutil
-from collections.abc import Callable, Iterator
+import stat
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import regex  # type: ignore[import-untyped]
+from pydantic import PrivateAttr, model_validator
 from pydantic_ai.messages import BinaryContent
 
+from aklab.errors import ConfigError
+from aklab.tools import _fs_sandbox as fs
 from aklab.tools.card import ToolCard, ToolHost
 
 __all__ = ["IMAGE_MEDIA_TYPES", "MAX_GREP_HITS", "WorkspaceTool"]
@@ -27,6 +51,8 @@ IMAGE_MEDIA_TYPES = {
     ".webp": "image/webp",
 }
 MAX_GREP_HITS = 200
+MAX_GREP_LINE = 500
+MAX_PATTERN_CHARS = 1000
 MAX_GLOB_MATCHES = 500
 DOCUMENT_NOTE = "[=> Use workspace_read tool]"
 MISSING_NOTE = "[Error: no image found in the workspace]"
@@ -35,6 +61,7 @@ SYSTEM_PROMPT = (
     "You have a workspace folder: use the workspace_* tools with paths relative to it, and write "
     '!!path (or !!"path with spaces", or a glob like !!*.png) in a message to show an image from it.'
 )
+_SYSTEM_DIRS = {"/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/proc", "/run", "/sbin", "/sys", "/usr", "/var"}
 
 # ``!!`` at the start or after whitespace, then a quoted path or a bare token; trailing
 # punctuation is not part of a bare token, and an already annotated ``!!x[...]`` is skipped.
@@ -47,150 +74,250 @@ class WorkspaceTool(ToolCard):
 
     name: str = "WorkspaceTool"
     description: str = "Read, search and edit files in a sandboxed workspace folder."
-    root: str
+    root: str = ""
+    """The workspace folder; relative paths are taken from the current folder when the card is made."""
+    allow_broad_root: bool = False
+    """Allow ``/``, the home folder, its ancestors and system folders as the root (models could change anything)."""
+    max_read_chars: int = 100_000
+    """Characters one read returns; the rest is reachable with ``offset``."""
+    max_grep_chars: int = 20_000
+    """Characters of grep output."""
+    max_file_bytes: int = 10_000_000
+    """Files larger than this are skipped by grep and refused by edit."""
+    grep_timeout: float = 5.0
+    """Seconds one grep may take in all (the regular expression included)."""
+    max_media_files: int = 10
+    """Images that ``!!`` references attach to one message."""
+    max_media_bytes: int = 10_000_000
+    """Bytes of images that ``!!`` references attach to one message."""
+
+    _root: str = PrivateAttr(default="")
+
+    @model_validator(mode="after")
+    def _resolve_root(self) -> WorkspaceTool:
+        if not self.root.strip():
+            raise ConfigError('WorkspaceTool.root is missing: give the workspace folder, e.g. root="workspace"')
+        if (why := fs.check_platform()) is not None:
+            raise ConfigError(why)
+        for field in ("max_read_chars", "max_grep_chars", "max_file_bytes", "max_media_files", "max_media_bytes"):
+            if getattr(self, field) < 1:
+                raise ConfigError(f"WorkspaceTool.{field} must be at least 1 (got {getattr(self, field)})")
+        if not self.grep_timeout > 0:
+            raise ConfigError(
+                f"WorkspaceTool.grep_timeout must be a positive number of seconds (got {self.grep_timeout})"
+            )
+        resolved = os.path.realpath(os.path.expanduser(self.root))
+        if not self.allow_broad_root and (why := _broad(resolved)):
+            raise ConfigError(
+                f"WorkspaceTool.root={self.root!r} is {why}, so a model could read and change everything in it; "
+                'use a project folder such as root="workspace", or set allow_broad_root=True'
+            )
+        self._root = resolved
+        return self
 
     # -- sandbox ------------------------------------------------------------------------
+    @property
+    def root_dir(self) -> str:
+        """The root folder as resolved when the card was made."""
+        return self._root
+
     def root_path(self) -> Path:
         """The resolved root folder, created if missing."""
-        root = Path(self.root).expanduser().resolve()
-        root.mkdir(parents=True, exist_ok=True)
-        return root
+        os.close(fs.open_root(self._root))
+        return Path(self._root)
 
-    def resolve(self, path: str) -> Path:
-        """``path`` resolved against the root; ValueError when it leads outside it."""
-        root = self.root_path()
+    def _open(self, path: str, flags: int, *, make_dirs: bool = False) -> fs.Opened:
+        root_fd = fs.open_root(self._root)
         try:
-            target = (root / path).resolve()
-        except (OSError, RuntimeError, ValueError) as exc:
-            raise ValueError(f"cannot resolve path {path!r} in the workspace {root}: {exc}") from None
-        if not target.is_relative_to(root):
-            raise ValueError(f"path {path!r} is outside the workspace root {root}; use a path inside it")
-        return target
+            return fs.open_beneath(root_fd, self._root, path, flags, make_dirs=make_dirs)
+        finally:
+            os.close(root_fd)
 
-    def _rel(self, target: Path) -> str:
-        return target.relative_to(self.root_path()).as_posix() or "."
+    def _open_file(self, path: str, flags: int, *, make_dirs: bool = False) -> tuple[fs.Opened, os.stat_result]:
+        opened = self._open(path, flags, make_dirs=make_dirs)
+        try:
+            return opened, fs.check_regular(opened.fd, path)
+        except BaseException:
+            os.close(opened.fd)
+            raise
 
     # -- operations (also usable from code) -----------------------------------------------
-    def read_file(self, path: str) -> str:
-        target = self.resolve(path)
-        if not target.is_file():
-            raise ValueError(f"{path!r} is not a file in the workspace")
+    def read_file(self, path: str, offset: int = 0) -> str:
+        """At most ``max_read_chars`` characters of a text file from ``offset``, saying what was cut."""
+        if offset < 0:
+            raise ValueError(f"offset must be 0 or more (got {offset})")
         try:
-            return target.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            size = target.stat().st_size
-            raise ValueError(f"{path!r} is not UTF-8 text ({size} bytes); show an image with !!{path}") from None
+            opened, st = self._open_file(path, fs.READ_FLAGS)
+        except fs.PathError as exc:
+            if exc.reason in ("missing", "isdir"):
+                raise ValueError(f"{fs.shown(path)} is not a file in the workspace") from None
+            raise
+        with fs.closing(opened.fd):
+            text, more = _decode_window(opened.fd, offset, self.max_read_chars, path, st.st_size)
+        if offset and not text and not more:
+            return f"[offset {offset} is past the end of {opened.rel}]"
+        if not more:
+            return text
+        end = offset + len(text)
+        return (
+            f"{text}\n[cut: showing characters {offset}-{end} of {opened.rel} ({st.st_size} bytes); "
+            f"call workspace_read with offset={end} to see more]"
+        )
 
     def list_dir(self, path: str = ".") -> str:
-        target = self.resolve(path)
-        if not target.is_dir():
-            raise ValueError(f"{path!r} is not a directory in the workspace")
-        entries = [self._rel(e) + ("/" if e.is_dir() else "") for e in sorted(target.iterdir())]
-        return "\n".join(entries) or "(empty)"
-
-    def glob_paths(self, pattern: str) -> list[Path]:
-        """Resolved matches inside the root, sorted by path; escapes are dropped."""
-        root = self.root_path()
         try:
-            candidates = list(root.glob(pattern))
-        except (ValueError, NotImplementedError) as exc:
-            raise ValueError(f"bad glob pattern {pattern!r}: {exc}; use a pattern relative to the workspace") from None
-        found = set()
-        for candidate in candidates:
-            try:
-                resolved = candidate.resolve()
-            except (OSError, RuntimeError):
-                continue
-            if resolved.is_relative_to(root):
-                found.add(resolved)
-        return sorted(found, key=self._rel)
+            opened = self._open(path, fs.DIR_FLAGS)
+        except fs.PathError as exc:
+            if exc.reason in ("notdir", "missing", "isdir"):
+                raise ValueError(f"{fs.shown(path)} is not a directory in the workspace") from None
+            raise
+        with fs.closing(opened.fd):
+            entries = fs.scan(opened.fd)
+        prefix = "/".join(opened.parts)
+        shown = [(f"{prefix}/{n}" if prefix else n) + ("/" if d else "") for n, d, _ in entries[:MAX_GLOB_MATCHES]]
+        more = [f"(stopped at {MAX_GLOB_MATCHES} of {len(entries)} entries)"] if len(entries) > MAX_GLOB_MATCHES else []
+        return "\n".join(shown + more) or "(empty)"
+
+    def glob_paths(self, pattern: str, limit: int = MAX_GLOB_MATCHES + 1) -> list[tuple[str, bool]]:
+        """``(path, is_dir)`` of up to ``limit`` matches, sorted by path; symlinks are never followed."""
+        root_fd = fs.open_root(self._root)
+        try:
+            found: list[tuple[str, bool]] = []
+            for entry in fs.glob(root_fd, self._root, pattern):
+                found.append((entry.rel, entry.is_dir))
+                if len(found) >= limit:
+                    break
+            return found
+        finally:
+            os.close(root_fd)
 
     def grep_files(self, pattern: str, path: str = ".") -> str:
+        """Lines matching ``pattern`` as ``file:line: text``, capped in hits, characters and time."""
+        matcher = _compile(pattern)
+        deadline = time.monotonic() + self.grep_timeout
+        grep = _Grep(matcher, deadline, self.max_grep_chars)
+        skipped: list[str] = []
         try:
-            regex = re.compile(pattern)
-        except re.error as exc:
-            raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
-        hits: list[str] = []
-        for file in self._files(self.resolve(path)):
-            try:
-                lines = file.read_text(encoding="utf-8").splitlines()
-            except (UnicodeDecodeError, OSError):
-                continue
-            for number, line in enumerate(lines, start=1):
-                if regex.search(line):
-                    hits.append(f"{self._rel(file)}:{number}: {line}")
-                    if len(hits) >= MAX_GREP_HITS:
-                        return "\n".join([*hits, f"(stopped at {MAX_GREP_HITS} hits; narrow the search)"])
-        return "\n".join(hits) or "(no matches)"
+            folder: fs.Opened | None = self._open(path, fs.DIR_FLAGS)
+        except fs.PathError as exc:
+            if exc.reason != "notdir":
+                raise
+            folder = None
+        if folder is None:
+            opened, st = self._open_file(path, fs.READ_FLAGS)
+            with fs.closing(opened.fd):
+                self._grep_one(grep, opened.fd, st, opened.rel, skipped)
+        else:
+            with fs.closing(folder.fd):
+                for entry in fs.walk(folder.fd, "/".join(folder.parts)):
+                    if entry.is_dir:
+                        continue
+                    if grep.stop or time.monotonic() > deadline:
+                        grep.stop = grep.stop or f"(search stopped after {self.grep_timeout:g} s; narrow the path)"
+                        break
+                    try:
+                        fd, st = fs.open_file_in(entry.dir_fd, entry.name, entry.rel)
+                    except (OSError, fs.PathError):
+                        continue
+                    with fs.closing(fd):
+                        self._grep_one(grep, fd, st, entry.rel, skipped)
+        notes = [grep.stop] if grep.stop else []
+        if skipped:
+            notes.append(
+                f"(skipped {len(skipped)} file(s) over {_size(self.max_file_bytes)}: {', '.join(skipped[:5])})"
+            )
+        return "\n".join(grep.hits + notes) or "(no matches)"
 
-    def _files(self, start: Path) -> Iterator[Path]:
-        root = self.root_path()
-        if start.is_file():
-            yield start
+    def _grep_one(self, grep: _Grep, fd: int, st: os.stat_result, rel: str, skipped: list[str]) -> None:
+        if st.st_size > self.max_file_bytes:
+            skipped.append(rel)
             return
-        if not start.is_dir():
-            raise ValueError(f"{self._rel(start)!r} does not exist in the workspace")
-        for folder, dirs, files in os.walk(start, followlinks=False):
-            dirs.sort()
-            for name in sorted(files):
-                resolved = (Path(folder) / name).resolve()
-                if resolved.is_relative_to(root) and resolved.is_file():
-                    yield resolved
+        try:
+            lines = _read_all(fd, st.st_size).decode("utf-8").splitlines()
+        except (UnicodeDecodeError, OSError):
+            return
+        for number, line in enumerate(lines, start=1):
+            if not grep.search(line, rel, number):
+                return
 
     def write_file(self, path: str, content: str) -> str:
-        target = self.resolve(path)
-        if target.is_dir():
-            raise ValueError(f"{path!r} is a directory; give a file path")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content, encoding="utf-8")
-        return f"wrote {len(content)} characters to {self._rel(target)}"
+        opened, _ = self._open_file(path, fs.WRITE_FLAGS, make_dirs=True)
+        with fs.closing(opened.fd):
+            _write_all(opened.fd, content.encode("utf-8"))
+        return f"wrote {len(content)} characters to {opened.rel}"
 
     def edit_file(self, path: str, old: str, new: str) -> str:
         if not old:
             raise ValueError("the text to replace must not be empty")
-        text = self.read_file(path)
-        count = text.count(old)
-        if count != 1:
-            found = "not found" if count == 0 else f"found {count} times"
-            raise ValueError(f"text to replace {found} in {path!r}; it must occur exactly once (add context)")
-        target = self.resolve(path)
-        target.write_text(text.replace(old, new, 1), encoding="utf-8")
-        return f"edited {self._rel(target)}"
+        try:
+            opened, st = self._open_file(path, fs.EDIT_FLAGS)
+        except fs.PathError as exc:
+            if exc.reason in ("missing", "isdir"):
+                raise ValueError(f"{fs.shown(path)} is not a file in the workspace") from None
+            raise
+        with fs.closing(opened.fd):
+            if st.st_size > self.max_file_bytes:
+                raise ValueError(f"{path!r} is {_size(st.st_size)}, over the {_size(self.max_file_bytes)} edit limit")
+            try:
+                text = _read_all(opened.fd, st.st_size).decode("utf-8")
+            except UnicodeDecodeError:
+                raise ValueError(f"{path!r} is not UTF-8 text ({st.st_size} bytes)") from None
+            count = text.count(old)
+            if count != 1:
+                found = "not found" if count == 0 else f"found {count} times"
+                raise ValueError(f"text to replace {found} in {path!r}; it must occur exactly once (add context)")
+            _write_all(opened.fd, text.replace(old, new, 1).encode("utf-8"))
+        return f"edited {opened.rel}"
 
     def delete_path(self, path: str) -> str:
-        target = self.resolve(path)
-        root = self.root_path()
-        if target == root:
+        parts = fs.split_path(path, self._root)
+        if not parts:
             raise ValueError("refusing to delete the workspace root itself")
-        link = Path(os.path.normpath(root / path))
-        if link.is_symlink() and link.parent.resolve().is_relative_to(root):  # the link, not its target
-            link.unlink()
-        elif target.is_dir():
-            shutil.rmtree(target)
-        elif target.exists():
-            target.unlink()
-        else:
-            raise ValueError(f"{path!r} does not exist in the workspace")
+        try:
+            parent = self._open("/".join(parts[:-1]), fs.DIR_FLAGS)
+        except fs.PathError as exc:
+            if exc.reason == "missing":
+                raise ValueError(f"{fs.shown(path)} does not exist in the workspace") from None
+            raise
+        name = parts[-1]
+        with fs.closing(parent.fd):
+            try:
+                mode = os.stat(name, dir_fd=parent.fd, follow_symlinks=False).st_mode
+                if stat.S_ISDIR(mode):
+                    shutil.rmtree(name, dir_fd=parent.fd)
+                else:  # a file, or a symlink itself (never its target)
+                    os.unlink(name, dir_fd=parent.fd)
+            except FileNotFoundError:
+                raise ValueError(f"{fs.shown(path)} does not exist in the workspace") from None
+            except OSError as exc:
+                raise ValueError(f"cannot delete {fs.shown(path)}: {exc.strerror or exc}") from None
         return f"deleted {path}"
 
     def make_dir(self, path: str) -> str:
-        target = self.resolve(path)
-        if target.exists() and not target.is_dir():
-            raise ValueError(f"{path!r} exists and is not a directory")
-        target.mkdir(parents=True, exist_ok=True)
-        return f"directory {self._rel(target)} ready"
+        try:
+            opened = self._open(path, fs.DIR_FLAGS, make_dirs=True)
+        except fs.PathError as exc:
+            if exc.reason == "notdir":
+                raise ValueError(f"{fs.shown(path)} exists and is not a directory") from None
+            raise
+        os.close(opened.fd)
+        return f"directory {opened.rel} ready"
 
     # -- media expansion ------------------------------------------------------------------
     def expand_media_refs(self, text: str) -> str | list[str | BinaryContent]:
-        """Images for ``!!`` references, notes for documents and misses; ``text`` itself if nothing matched."""
+        """Images for ``!!`` references, notes for documents, misses and cuts; ``text`` itself if nothing matched.
+
+        One message attaches at most ``max_media_files`` images and ``max_media_bytes``.
+        """
         parts: list[str | BinaryContent] = []
         pending: list[str] = []
         position = 0
         changed = False
+        budget = _Budget(self.max_media_files, self.max_media_bytes)
         for match in _MEDIA_REF.finditer(text):
             pending.append(text[position : match.end()])
             position = match.end()
-            images, note = self._media(match.group("quoted") or match.group("bare"))
+            images, note = self._media(match.group("quoted") or match.group("bare"), budget)
             if note:
                 pending.append(note)
                 changed = True
@@ -205,29 +332,57 @@ class WorkspaceTool(ToolCard):
             return parts
         return "".join(pending) if changed else text
 
-    def _media(self, ref: str) -> _Media:
+    def _media(self, ref: str, budget: _Budget) -> _Media:
         if any(c in ref for c in "*?["):
             try:
-                matches = [p for p in self.glob_paths(ref) if p.is_file() and _media_type(p)]
-            except ValueError:
-                matches = []
-            images = [(f"\n{self._rel(p)}:", _binary(p)) for p in matches[:MAX_GLOB_MATCHES]]
-            return images, "" if images else MISSING_NOTE
+                matches = [rel for rel, is_dir in self.glob_paths(ref, limit=10_000) if not is_dir and _media_type(rel)]
+            except fs.PathError as exc:
+                return [], OUTSIDE_NOTE if exc.reason == "outside" else MISSING_NOTE
+            images: list[tuple[str, BinaryContent]] = []
+            left_out = 0
+            for rel in matches:
+                try:
+                    opened, st = self._open_file(rel, fs.READ_FLAGS)
+                except fs.PathError:
+                    continue  # a hard link or special file: not an image of the workspace
+                with fs.closing(opened.fd):
+                    content = budget.take(opened.fd, st.st_size, rel)
+                if content is None:
+                    left_out += 1
+                else:
+                    images.append((f"\n{rel}:", content))
+            if not images and not left_out:
+                return [], MISSING_NOTE
+            if not left_out:
+                return images, ""
+            return images, (
+                f"[Note: {len(images) + left_out} images matched; {len(images)} attached ({_size(budget.used)}); "
+                f"a message takes at most {budget.files} images, {_size(budget.bytes)}]"
+            )
         try:
-            target = self.resolve(ref)
-        except ValueError:
-            return [], OUTSIDE_NOTE
-        if not target.is_file():
-            return [], MISSING_NOTE
-        if _media_type(target) is None:
-            return [], DOCUMENT_NOTE
-        return [("", _binary(target))], ""
+            opened, st = self._open_file(ref, fs.READ_FLAGS)
+        except fs.PathError as exc:
+            if exc.reason == "outside":
+                return [], OUTSIDE_NOTE
+            if exc.reason in ("missing", "isdir", "notdir"):
+                return [], MISSING_NOTE
+            return [], f"[Error: {exc.reason}: not attached]"
+        with fs.closing(opened.fd):
+            if _media_type(ref) is None:
+                return [], DOCUMENT_NOTE
+            content = budget.take(opened.fd, st.st_size, ref)
+        if content is None:
+            return [], (
+                f"[Note: not attached ({_size(st.st_size)}); a message takes at most "
+                f"{budget.files} images, {_size(budget.bytes)}]"
+            )
+        return [("", content)], ""
 
     # -- channels -------------------------------------------------------------------------
     def get_tools(self, host: ToolHost) -> list[Callable[..., Any]]:
-        def workspace_read(path: str) -> str:
-            """The text of a file in the workspace."""
-            return self.read_file(path)
+        def workspace_read(path: str, offset: int = 0) -> str:
+            """The text of a file in the workspace (long files come in parts: pass `offset` for the next)."""
+            return self.read_file(path, offset)
 
         def workspace_list(path: str = ".") -> str:
             """The entries of a workspace folder (folders end with "/")."""
@@ -236,7 +391,7 @@ class WorkspaceTool(ToolCard):
         def workspace_glob(pattern: str) -> str:
             """Workspace paths matching a glob pattern such as "**/*.py", sorted."""
             paths = self.glob_paths(pattern)
-            shown = [self._rel(p) + ("/" if p.is_dir() else "") for p in paths[:MAX_GLOB_MATCHES]]
+            shown = [rel + ("/" if is_dir else "") for rel, is_dir in paths[:MAX_GLOB_MATCHES]]
             more = [f"(stopped at {MAX_GLOB_MATCHES} matches)"] if len(paths) > MAX_GLOB_MATCHES else []
             return "\n".join(shown + more) or "(no matches)"
 
@@ -282,10 +437,130 @@ class WorkspaceTool(ToolCard):
         return [_expand_media_refs]
 
 
-def _media_type(path: Path) -> str | None:
-    return IMAGE_MEDIA_TYPES.get(path.suffix.lower())
+# -- helpers -------------------------------------------------------------------------------
+def _broad(root: str) -> str:
+    """Why ``root`` is too broad a workspace, or ``""``."""
+    home = os.path.realpath(os.path.expanduser("~"))
+    if os.path.dirname(root) == root:
+        return "a filesystem root"
+    if root == home:
+        return "the home folder"
+    if home.startswith(root.rstrip("/") + "/"):
+        return "an ancestor of the home folder"
+    if root in _SYSTEM_DIRS:
+        return "a system folder"
+    return ""
 
 
-def _binary(path: Path) -> BinaryContent:
-    media_type = _media_type(path) or "application/octet-stream"
-    return BinaryContent(data=path.read_bytes(), media_type=media_type)
+def _compile(pattern: str) -> Any:
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise ValueError(f"the regular expression is {len(pattern)} characters; use at most {MAX_PATTERN_CHARS}")
+    try:
+        return regex.compile(pattern)
+    except (regex.error, ValueError, OverflowError) as exc:
+        raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
+
+
+class _Grep:
+    """Hits of one grep, and why it stopped (``stop``), within its caps."""
+
+    def __init__(self, matcher: Any, deadline: float, max_chars: int) -> None:
+        self.matcher, self.deadline, self.max_chars = matcher, deadline, max_chars
+        self.hits: list[str] = []
+        self.chars = 0
+        self.stop = ""
+
+    def search(self, line: str, rel: str, number: int) -> bool:
+        """Record ``line`` if it matches; False once the grep must stop."""
+        remaining = self.deadline - time.monotonic()
+        try:
+            if remaining <= 0:
+                raise TimeoutError
+            found = self.matcher.search(line, timeout=remaining) is not None
+        except TimeoutError:
+            self.stop = f"(the search timed out at {rel}:{number}; simplify the regular expression or narrow the path)"
+            return False
+        if not found:
+            return True
+        if len(line) > MAX_GREP_LINE:
+            line = f"{line[:MAX_GREP_LINE]}… (line cut: {len(line)} characters)"
+        hit = f"{rel}:{number}: {line}"
+        if self.chars + len(hit) > self.max_chars:
+            self.stop = f"(output cut at {self.max_chars} characters after {len(self.hits)} hits; narrow the search)"
+            return False
+        self.hits.append(hit)
+        self.chars += len(hit) + 1
+        if len(self.hits) >= MAX_GREP_HITS:
+            self.stop = f"(stopped at {MAX_GREP_HITS} hits; narrow the search)"
+            return False
+        return True
+
+
+class _Budget:
+    """What is left of one message's media allowance."""
+
+    def __init__(self, files: int, size: int) -> None:
+        self.files, self.bytes = files, size
+        self.count = 0
+        self.used = 0
+
+    def full(self) -> bool:
+        return self.count >= self.files
+
+    def take(self, fd: int, size: int, rel: str) -> BinaryContent | None:
+        if self.full() or self.used + size > self.bytes:
+            return None
+        data = _read_all(fd, size)
+        self.count += 1
+        self.used += len(data)
+        return BinaryContent(data=data, media_type=_media_type(rel) or "application/octet-stream")
+
+
+def _media_type(path: str) -> str | None:
+    return IMAGE_MEDIA_TYPES.get(os.path.splitext(path)[1].lower())
+
+
+def _size(n: int) -> str:
+    return f"{n / 1_000_000:.1f} MB" if n >= 100_000 else f"{n / 1000:.1f} kB"
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    """At most ``size`` bytes from ``fd`` (a file growing meanwhile is cut at its fstat size)."""
+    chunks, left = [], size
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    os.lseek(fd, 0, os.SEEK_SET)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.ftruncate(fd, len(data))
+
+
+def _decode_window(fd: int, offset: int, limit: int, path: str, size: int) -> tuple[str, bool]:
+    """Characters ``offset`` to ``offset + limit`` of a UTF-8 file, and whether more follow."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    seen = 0
+    kept: list[str] = []
+    want = offset + limit + 1
+    try:
+        while seen < want:
+            chunk = os.read(fd, 1 << 20)
+            piece = decoder.decode(chunk, final=not chunk)
+            start = max(offset - seen, 0)
+            if start < len(piece):
+                kept.append(piece[start : want - seen])
+            seen += len(piece)
+            if not chunk:
+                break
+    except UnicodeDecodeError:
+        raise ValueError(f"{path!r} is not UTF-8 text ({size} bytes); show an image with !!{path}") from None
+    text = "".join(kept)
+    return text[:limit], len(text) > limit
