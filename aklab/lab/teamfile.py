@@ -134,6 +134,8 @@ def _tool(spec: str | dict[str, Any], *, where: str, trusted: frozenset[str]) ->
         card: ToolCard = cls(**data)
     except ValidationError as exc:
         raise ConfigError(f"{where}: {kind}: {_field_error(exc, kind)}") from exc
+    except ConfigError as exc:  # a card that checks its own settings
+        raise ConfigError(f"{where}: {exc}") from exc
     return card
 
 

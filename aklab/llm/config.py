@@ -48,7 +48,19 @@ OutputModeSetting = Literal["auto", "tool", "native", "prompted", "grammar", "te
 OUTPUT_MODES: tuple[str, ...] = get_args(OutputModeSetting)
 
 
-class ModelConfig(BaseModel):
+class _OneLineErrors(BaseModel):
+    """Construction refuses bad values as one ``ConfigError`` line (the ValidationError is its cause)."""
+
+    def __init__(self, **data: Any) -> None:
+        from aklab.errors import ConfigError
+
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise ConfigError(f"{type(self).__name__}: {_first_error(exc)}") from exc
+
+
+class ModelConfig(_OneLineErrors):
     """Which model an agent talks to, and how aklab talks to it."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
@@ -86,14 +98,6 @@ class ModelConfig(BaseModel):
     4,096, the cloud providers their models' usual windows)."""
     demo_latency: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     """Demo model only: simulated seconds of thinking per model request (0 = instant)."""
-
-    def __init__(self, **data: Any) -> None:
-        from aklab.errors import ConfigError
-
-        try:
-            super().__init__(**data)
-        except ValidationError as exc:
-            raise ConfigError(f"ModelConfig: {_first_error(exc)}") from exc
 
     @field_validator("provider", mode="after")
     @classmethod
@@ -193,7 +197,7 @@ class PromptTemplate(BaseModel):
         return self.template.format(**self.params) if self.params else self.template
 
 
-class RuntimeConfig(BaseModel):
+class RuntimeConfig(_OneLineErrors):
     """How a run behaves: retries, end strategy, parallel tools, HTTP client."""
 
     retries: int = Field(default=3, ge=0)
@@ -211,7 +215,7 @@ class RuntimeConfig(BaseModel):
     (only when the model can stream and someone listens: ``ReactAgent(on_stream=...)``)."""
 
 
-class CompactionConfig(BaseModel):
+class CompactionConfig(_OneLineErrors):
     """Context compaction: on by default, sized from the model's context length.
 
     The context length is ``ModelConfig.context_length``, else the model family's default
