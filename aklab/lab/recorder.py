@@ -1,36 +1,46 @@
 """TeamRecorder: the lab's subscriber. Keeps the transcript, usage and errors.
 
-It is called on the recording member's thread, one record at a time (the team log's
-lock), and only appends to lists (atomic in CPython);
-readers copy what they need. Listeners (console printer, widgets) are called with
-each record and must not block.
+It is called by the team log, one record at a time, and only appends; readers copy what
+they need. Listeners (console printer, widgets) are called with each record and must
+not block.
+
+A long session must not grow without bound (issue 11): usage is kept in full but packed
+(:class:`UsageRows`, about 100 bytes a request, so ``lab.usage()`` totals the whole
+session); the transcript, errors and context updates keep their newest entries
+(:class:`~aklab.core._recent.Recent`: positions such as ``len(recorder.errors)`` still
+count from the start, and ``dropped`` says how many of the oldest are gone; the event
+store keeps everything on disk).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from aklab.agent import AgentBusyEvent, AgentMessage, ContextUpdateEvent
 from aklab.core import ErrorMessage, EventMessage, EventSubscriber, Message, SentMessage
+from aklab.core._recent import Recent
+from aklab.lab._usage_rows import UsageRows
 from aklab.llm import LlmUsageEvent
 
 __all__ = ["TeamRecorder"]
 
 log = logging.getLogger("aklab.lab")
 
-TRANSCRIPT_LIMIT = 50_000
+#: How many of the newest messages, errors and context updates are kept in memory.
+TRANSCRIPT_LIMIT = 2_000
+ERRORS_LIMIT = 1_000
+CONTEXT_UPDATES_LIMIT = 500
 
 
 class TeamRecorder(EventSubscriber):
     def __init__(self) -> None:
-        self.transcript: deque[SentMessage] = deque(maxlen=TRANSCRIPT_LIMIT)
-        self.usage: list[LlmUsageEvent] = []
-        self.errors: list[ErrorMessage] = []
-        self.context_updates: list[ContextUpdateEvent] = []
+        self.transcript: Recent[SentMessage] = Recent(TRANSCRIPT_LIMIT, "message")
+        self.usage = UsageRows()
+        self.errors: Recent[ErrorMessage] = Recent(ERRORS_LIMIT, "error")
+        self.context_updates: Recent[ContextUpdateEvent] = Recent(CONTEXT_UPDATES_LIMIT, "context update")
         self.listeners: list[Callable[[Message], Any]] = []
         self.busy: set[str] = set()
         self.busy_changed = threading.Condition()

@@ -98,6 +98,11 @@ class AgentUsageLimits(BaseModel):
     total_tokens_limit: int | None = None
 
 
+#: How many recent run ids an ``AgentBudget`` remembers to count each run once. A run's
+#: usage events arrive while it runs, so only the latest few matter.
+RECENT_RUN_IDS = 256
+
+
 class AgentBudget:
     """Lifetime counters of one agent, checked before each run.
 
@@ -111,7 +116,9 @@ class AgentBudget:
         self.runs = 0
         self.input_tokens = 0
         self.output_tokens = 0
-        self._seen_runs: set[str] = set()
+        # The runs counted lately (their usage events follow the start), newest last:
+        # bounded, so a long-lived agent does not keep every run id it ever made.
+        self._seen_runs: dict[str, None] = {}
 
     def rebuild(self, events: Iterable[LlmUsageEvent]) -> None:
         """Recompute the counters from usage events (e.g. after a restore)."""
@@ -122,7 +129,7 @@ class AgentBudget:
 
     def record(self, event: LlmUsageEvent) -> None:
         if event.run_id not in self._seen_runs:
-            self._seen_runs.add(event.run_id)
+            self._see(event.run_id)
             self.runs += 1
         self.input_tokens += event.input_tokens or 0
         self.output_tokens += event.output_tokens or 0
@@ -142,5 +149,10 @@ class AgentBudget:
                     f"agent lifetime limit reached: {used} {what} used of {limit}; "
                     "raise AgentUsageLimits to let this agent run again"
                 )
-        self._seen_runs.add(run_id)
+        self._see(run_id)
         self.runs += 1
+
+    def _see(self, run_id: str) -> None:
+        self._seen_runs[run_id] = None
+        if len(self._seen_runs) > RECENT_RUN_IDS:
+            del self._seen_runs[next(iter(self._seen_runs))]

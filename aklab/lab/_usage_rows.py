@@ -1,0 +1,156 @@
+"""UsageRows: every usage event of a session, about 100 bytes each.
+
+``lab.usage()`` must total the whole session, however long, so usage is the one record
+the lab keeps in full. An ``LlmUsageEvent`` object costs about a kilobyte; here its
+fields are packed into typed arrays (strings that repeat, such as agent, role and model
+names, become indices into a table; a run id that is 32 hex digits becomes 16 bytes), and
+an event is rebuilt when it is read. The newest ``TAIL`` events are also kept as the
+objects that were recorded, so a reader who matches records by identity (the dashboard's
+replay) finds them.
+
+Appends come from one thread at a time (the team log delivers one record at a time);
+readers on other threads take a consistent length first and read below it.
+"""
+
+from __future__ import annotations
+
+import threading
+from array import array
+from collections import deque
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, overload
+
+from aklab.llm import LlmUsageEvent
+
+__all__ = ["TAIL", "UsageRows"]
+
+#: How many of the newest events are also kept as the recorded objects.
+TAIL = 256
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICRO = timedelta(microseconds=1)
+_NONE = -1  # an unknown token count
+_ESTIMATED, _OK, _NAIVE = 1, 2, 4
+
+
+class UsageRows(Sequence[LlmUsageEvent]):
+    """A compact, complete, append-only list of ``LlmUsageEvent``s."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._strings: list[str | None] = [None]
+        self._index: dict[str | None, int] = {None: 0}
+        self._names = array("I")  # agent, role, model, cost_source, run id (if not hex): 5 per row
+        self._run_ids = bytearray()  # 16 bytes per row (zeros when the id is in _names)
+        self._ints = array("q")  # requests, input, output, cache read, cache write, started_at (us): 6 per row
+        self._floats = array("d")  # cost_usd (nan for None), duration_s: 2 per row
+        self._flags = bytearray()
+        self._tail: deque[LlmUsageEvent] = deque(maxlen=TAIL)
+        self._whole: dict[int, LlmUsageEvent] = {}  # subclasses, kept as they are
+        self._len = 0
+
+    def _intern(self, text: str | None) -> int:
+        i = self._index.get(text)
+        if i is None:
+            i = self._index[text] = len(self._strings)
+            self._strings.append(text)
+        return i
+
+    def append(self, event: LlmUsageEvent) -> None:
+        with self._lock:
+            row = self._len
+            if type(event) is not LlmUsageEvent:
+                self._whole[row] = event
+            run_hex = _hex16(event.run_id)
+            self._names.extend(
+                (
+                    self._intern(event.agent),
+                    self._intern(event.role),
+                    self._intern(event.model),
+                    self._intern(event.cost_source),
+                    0 if run_hex is not None else self._intern(event.run_id),
+                )
+            )
+            self._run_ids += run_hex or bytes(16)
+            started = event.started_at
+            naive = started.tzinfo is None
+            self._ints.extend(
+                (
+                    event.requests,
+                    _NONE if event.input_tokens is None else event.input_tokens,
+                    _NONE if event.output_tokens is None else event.output_tokens,
+                    event.cache_read_tokens,
+                    event.cache_write_tokens,
+                    ((started.replace(tzinfo=UTC) if naive else started) - _EPOCH) // _MICRO,
+                )
+            )
+            self._floats.extend((float("nan") if event.cost_usd is None else event.cost_usd, event.duration_s))
+            self._flags.append((event.estimated and _ESTIMATED) | (event.ok and _OK) | (naive and _NAIVE))
+            self._tail.append(event)
+            self._len = row + 1
+
+    def _row(self, row: int, first_tail: int) -> LlmUsageEvent:
+        if row >= first_tail:
+            return self._tail[row - first_tail]
+        whole = self._whole.get(row)
+        if whole is not None:
+            return whole
+        s = self._strings
+        agent, role, model, source, run = self._names[5 * row : 5 * row + 5]
+        requests, tokens_in, tokens_out, cache_r, cache_w, started_us = self._ints[6 * row : 6 * row + 6]
+        cost, duration = self._floats[2 * row : 2 * row + 2]
+        flags = self._flags[row]
+        started = _EPOCH + started_us * _MICRO
+        fields: dict[str, Any] = {
+            "agent": s[agent],
+            "role": s[role],
+            "run_id": s[run] if run else self._run_ids[16 * row : 16 * row + 16].hex(),
+            "model": s[model],
+            "requests": requests,
+            "input_tokens": None if tokens_in == _NONE else tokens_in,
+            "output_tokens": None if tokens_out == _NONE else tokens_out,
+            "cache_read_tokens": cache_r,
+            "cache_write_tokens": cache_w,
+            "cost_usd": None if cost != cost else cost,
+            "cost_source": s[source],
+            "estimated": bool(flags & _ESTIMATED),
+            "ok": bool(flags & _OK),
+            "started_at": started.replace(tzinfo=None) if flags & _NAIVE else started,
+            "duration_s": duration,
+        }
+        return LlmUsageEvent.model_construct(**fields)
+
+    def __len__(self) -> int:
+        return self._len
+
+    @overload
+    def __getitem__(self, index: int) -> LlmUsageEvent: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[LlmUsageEvent]: ...
+    def __getitem__(self, index: int | slice) -> LlmUsageEvent | list[LlmUsageEvent]:
+        with self._lock:
+            n = self._len
+            first_tail = n - len(self._tail)
+            if isinstance(index, slice):
+                return [self._row(i, first_tail) for i in range(*index.indices(n))]
+            i = index + n if index < 0 else index
+            if not 0 <= i < n:
+                raise IndexError(f"usage row {index} out of range ({n} rows)")
+            return self._row(i, first_tail)
+
+    def __iter__(self) -> Iterator[LlmUsageEvent]:
+        return iter(self[:])
+
+    def __repr__(self) -> str:
+        return f"<UsageRows: {self._len:,} requests>"
+
+
+def _hex16(run_id: str) -> bytes | None:
+    """The 16 bytes of a 32-digit lowercase hex id (a uuid4 hex), else None."""
+    if len(run_id) != 32:
+        return None
+    try:
+        raw = bytes.fromhex(run_id)
+    except ValueError:
+        return None
+    return raw if raw.hex() == run_id else None
