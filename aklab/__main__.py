@@ -10,7 +10,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from aklab.agent import AgentMessage
 
 #: What the local demo asks when no message is given: a fact, some code, a delegation.
 LOCAL_DEMO_QUESTIONS = (
@@ -66,6 +69,7 @@ def run_local_demo(questions: list[str], out: TextIO = sys.stdout) -> int:
                 for question in questions:
                     print(f"\n== @Human asks: {question}", file=out, flush=True)
                     t0 = time.monotonic()
+                    replies: list[AgentMessage]
                     try:
                         replies = lab.ask(question, timeout=QUESTION_TIMEOUT)
                     except AskTimeout as exc:

@@ -1,6 +1,7 @@
 """aklab.agent: collaborative LLM agents that route typed messages to each other."""
 
 from aklab.agent.agent import BaseAgent
+from aklab.agent.capabilities import MailboxRenderError, RunInterruptedError
 from aklab.agent.config import AgentConfig, AgentState
 from aklab.agent.events import AgentBusyEvent, ContextUpdateEvent, OperatorActionEvent, RoutingSkippedEvent
 from aklab.agent.human_proxy import HumanInbox, HumanProxy
@@ -20,9 +21,11 @@ __all__ = [
     "HumanProxy",
     "LlmRenderable",
     "MailboxPreviewable",
+    "MailboxRenderError",
     "OperatorActionEvent",
     "Request",
     "RoutingSkippedEvent",
+    "RunInterruptedError",
     "StructuredOutput",
     "resolve_recipient",
 ]

@@ -79,6 +79,7 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         self._told_human = False  # this turn already told the human something (no second notice)
         self._marker_scan: tuple[int, int, set[int]] = (0, 0, set())
         self._hired_this_turn = 0
+        self._cancel_reason: str | None = None
 
     # -- assembly -------------------------------------------------------------------
     def on_start(self) -> None:
@@ -97,6 +98,7 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
             preview_handlers=mailbox_card.mailbox_preview_handlers if mailbox_card is not None else None,
             allow_agent_cancel=allow_agents,
             ask_over=self._ask_over,
+            on_purged=self._cancels_purged,
         )
         factory = ToolFactory(cards, host=self)
         self._command_registry = factory.get_command_registry(extra_commands=[self.compact, self.clear])
@@ -338,8 +340,15 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
             return nullcontext()
         return self._system.asks.running(self.ask_id, self._react_agent.interrupt)
 
+    def _cancels_purged(self, removed: list[Any]) -> None:
+        reasons = [r for r in (getattr(m, "reason", None) for m in removed) if isinstance(r, str) and r.strip()]
+        self._cancel_reason = reasons[-1].strip() if reasons else None
+
     def _interrupted(self, output_type: type[T]) -> T:
-        self.notify_human(f"Run interrupted. ({self.config.name})")
+        reason, self._cancel_reason = self._cancel_reason, None
+        self.notify_human(
+            f"Run interrupted: {reason}. ({self.config.name})" if reason else f"Run interrupted. ({self.config.name})"
+        )
         try:
             return output_type()
         except Exception:

@@ -24,6 +24,8 @@ __all__ = ["AgentConfig", "AgentState"]
 class AgentConfig(BaseConfig):
     """Everything that defines an LLM agent. Defaults run offline on the demo model."""
 
+    name: str = "@Agent"
+    role: str = "Agent"
     prompt: PromptTemplate = Field(default_factory=PromptTemplate)
     model_cfg: ModelConfig = Field(default_factory=ModelConfig)
     runtime_cfg: RuntimeConfig = Field(default_factory=RuntimeConfig)

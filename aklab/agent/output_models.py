@@ -13,12 +13,13 @@ Intent = Literal["request", "response", "instruction", "notification", "acknowle
 #: One line per intent, put in front of a delivered message by ``render_for_llm``.
 #: Message mechanics only (what arrived, whether a reply is expected): who should do
 #: the work is each role's own prompt's business, never this table's.
+#: Every line says whether a reply is expected.
 REPLY_PROTOCOLS: dict[str, str] = {
     "request": "A reply is expected: send {sender} a response with the result.",
-    "response": "It answers something you asked for; use it and carry on.",
-    "instruction": "Carry it out; acknowledge to {sender} only if asked to.",
+    "response": "It answers something you asked for; no reply is expected: use it and carry on.",
+    "instruction": "Carry it out; no reply is expected unless {sender} asked for an acknowledgment.",
     "notification": "For your information; no reply is expected.",
-    "acknowledgment": "Your message was received; nothing more is needed.",
+    "acknowledgment": "Your message was received; no reply or action is expected.",
 }
 
 

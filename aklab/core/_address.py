@@ -63,6 +63,19 @@ class ActorAddress:
         except pykka.ActorDeadError as exc:
             raise ActorGoneError(f"{self.name} ({self.role}) is not running") from exc
 
+    def send(self, recipient: ActorAddress, message: Any, *, timeout: float | None = 30.0) -> None:
+        """Have the actor at this address send ``message`` to ``recipient`` (as if it wrote it).
+
+        Returns once the message is on its way (queued for ``recipient``, counted as the
+        team's work, recorded as sent), so ``wait_idle`` afterwards waits for its effects.
+        """
+        import pykka
+
+        try:
+            self.ref.proxy().send(recipient, message).get(timeout=timeout)
+        except pykka.ActorDeadError as exc:
+            raise ActorGoneError(f"{self.name} ({self.role}) is not running") from exc
+
     # -- identity ---------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         return {

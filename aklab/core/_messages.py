@@ -51,7 +51,9 @@ class Message(BaseModel):
 
 
 class CancelMessage(Message):
-    """Programmatic request to cancel the recipient's current run."""
+    """Programmatic request to cancel the recipient's current run; ``reason`` is shown to the human."""
+
+    reason: str | None = None
 
 
 # -- orchestrator records ------------------------------------------------------------

@@ -21,7 +21,7 @@ import shlex
 from collections.abc import Callable
 from typing import Any, get_type_hints
 
-from pydantic import BaseModel
+from pydantic import BaseModel, field_validator
 
 from aklab.errors import AklabError
 
@@ -44,6 +44,13 @@ class CommandsAnnouncedEvent(BaseModel):
 
     agent: str
     commands: list[CommandDescriptor]
+
+    @field_validator("agent", mode="before")
+    @classmethod
+    def _agent_name(cls, value: Any) -> Any:
+        """An agent's address (as the reference passes ``self.myAddress``) stands for its name."""
+        name = getattr(value, "name", None)
+        return name if isinstance(name, str) and not isinstance(value, str) else value
 
 
 def _coerce(value: str, annotation: Any) -> Any:

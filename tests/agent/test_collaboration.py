@@ -266,8 +266,19 @@ def _last_user_text(messages: list[ModelMessage]) -> str:
         ),
         (
             "acknowledgment",
-            "You received an acknowledgment from @Human. Your message was received; nothing more is needed.",
+            "You received an acknowledgment from @Human. Your message was received; no reply or action is expected.",
         ),
+        (
+            "response",
+            "You received a response from @Human. It answers something you asked for; no reply is expected: "
+            "use it and carry on.",
+        ),
+        (
+            "instruction",
+            "You received an instruction from @Human. Carry it out; no reply is expected unless @Human asked for "
+            "an acknowledgment.",
+        ),
+        ("notification", "You received a notification from @Human. For your information; no reply is expected."),
     ],
 )
 def test_a_message_frames_itself_for_the_model(intent: str, expected: str) -> None:

@@ -2,9 +2,10 @@
 
 from aklab.agent.capabilities.mailbox import (
     MailboxCapability,
+    MailboxRenderError,
     RunInterruptedError,
     is_cancel,
     render_arrival_notice,
 )
 
-__all__ = ["MailboxCapability", "RunInterruptedError", "is_cancel", "render_arrival_notice"]
+__all__ = ["MailboxCapability", "MailboxRenderError", "RunInterruptedError", "is_cancel", "render_arrival_notice"]

@@ -21,6 +21,7 @@ rendering; an unknown id is a no-op.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,8 +33,11 @@ from pydantic_graph import End
 from aklab.core import CancelMessage, Mailbox, Message
 from aklab.errors import AklabError
 
+log = logging.getLogger("aklab.agent")
+
 __all__ = [
     "MailboxCapability",
+    "MailboxRenderError",
     "RunInterruptedError",
     "is_cancel",
     "render_arrival_notice",
@@ -44,6 +48,12 @@ STOP_COMMAND = "/stop"
 
 class RunInterruptedError(AklabError):
     """The current run was cancelled (``/stop`` or ``CancelMessage``)."""
+
+
+class MailboxRenderError(AklabError):
+    """A queued message could not be shown to the model (its ``mailbox_preview`` or
+    ``render_for_llm`` failed). The message is not lost: it stays queued and reaches the
+    agent as its own turn; the model is told it cannot be read now."""
 
 
 def is_cancel(message: Any, *, allow_agents: bool = False) -> bool:
@@ -132,9 +142,17 @@ class MailboxCapability(AbstractCapability[Any]):
         wanted = self._offered.pop(message_id, None)
         if wanted is None:
             return result
-        taken = self.mailbox().remove(lambda m: getattr(m, "id", None) == message_id and type(m) is wanted)
-        for message in taken:
-            ctx.enqueue(message.render_for_llm(), priority="asap")
+        box = self.mailbox()
+        queued = [m for m in box.messages() if getattr(m, "id", None) == message_id and type(m) is wanted]
+        try:
+            rendered = [m.render_for_llm() for m in queued]  # type: ignore[attr-defined]
+        except Exception as exc:
+            error = MailboxRenderError(f"message {message_id} could not be rendered for the model: {exc}")
+            log.warning("%s", error)
+            return f"That message cannot be read now ({type(exc).__name__}); it will reach you after this run."
+        taken = box.remove(lambda m: getattr(m, "id", None) == message_id and type(m) is wanted)
+        for text in rendered[: len(taken)]:
+            ctx.enqueue(text, priority="asap")
         return result
 
     # -- the notice ----------------------------------------------------------------------
@@ -148,8 +166,14 @@ class MailboxCapability(AbstractCapability[Any]):
         for message in fresh:
             self._announced.add(message.id)
             if self._can_offer(message, current):
+                try:
+                    preview = message.mailbox_preview()  # type: ignore[attr-defined]
+                except Exception as exc:  # shown as unreadable; it still arrives as its own turn
+                    log.warning("%s", MailboxRenderError(f"message {message.id} has no preview: {exc}"))
+                    lines.append("- Message cannot be previewed; it will reach you after this run")
+                    continue
                 self._offered[message.id] = type(message)
-                lines.append(f"- {message.mailbox_preview()} (id: {message.id})")  # type: ignore[attr-defined]
+                lines.append(f"- {preview} (id: {message.id})")
             else:
                 lines.append("- Message cannot be handled in the run")
         notice = render_arrival_notice(lines, any_offered=any("(id: " in line for line in lines))
