@@ -186,7 +186,11 @@ def open_beneath(
                     raise _outside(path, root, "leads through a symlink that ")
                 names.pop()
                 os.close(cur)
-                cur = _reopen(root_fd, names)
+                cur = -1
+                try:
+                    cur = _reopen(root_fd, names)
+                except OSError:
+                    raise PathError(f"path {shown(path)} changed while being opened; try again", "race") from None
                 continue
             last = not todo
             want = flags if last else DIR_FLAGS

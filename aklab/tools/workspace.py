@@ -24,6 +24,7 @@ The sandbox (see :mod:`aklab.tools._fs_sandbox` for the exact guarantees):
 from __future__ import annotations
 
 import codecs
+import functools
 import os
 import re
 import shutil
@@ -31,7 +32,7 @@ import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import regex  # type: ignore[import-untyped]
 from pydantic import PrivateAttr, model_validator
@@ -67,6 +68,21 @@ _SYSTEM_DIRS = {"/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/proc", "/ru
 # punctuation is not part of a bare token, and an already annotated ``!!x[...]`` is skipped.
 _MEDIA_REF = re.compile(r'(?<!\S)!!(?:"(?P<quoted>[^"\n]+)"|(?P<bare>[^\s"\[]+?))(?=[.,;:!?)\]}]*(?:\s|$))')
 _Media = tuple[list[tuple[str, BinaryContent]], str]
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _os_errors(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Turn an unexpected OSError (disk full, a file vanishing mid-walk) into a ValueError the model sees."""
+
+    @functools.wraps(method)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return method(*args, **kwargs)
+        except OSError as exc:
+            raise ValueError(f"the file system refused: {exc.strerror or exc}; check the path and try again") from None
+
+    return wrapper
 
 
 class WorkspaceTool(ToolCard):
@@ -142,6 +158,7 @@ class WorkspaceTool(ToolCard):
             raise
 
     # -- operations (also usable from code) -----------------------------------------------
+    @_os_errors
     def read_file(self, path: str, offset: int = 0) -> str:
         """At most ``max_read_chars`` characters of a text file from ``offset``, saying what was cut."""
         if offset < 0:
@@ -164,6 +181,7 @@ class WorkspaceTool(ToolCard):
             f"call workspace_read with offset={end} to see more]"
         )
 
+    @_os_errors
     def list_dir(self, path: str = ".") -> str:
         try:
             opened = self._open(path, fs.DIR_FLAGS)
@@ -178,6 +196,7 @@ class WorkspaceTool(ToolCard):
         more = [f"(stopped at {MAX_GLOB_MATCHES} of {len(entries)} entries)"] if len(entries) > MAX_GLOB_MATCHES else []
         return "\n".join(shown + more) or "(empty)"
 
+    @_os_errors
     def glob_paths(self, pattern: str, limit: int = MAX_GLOB_MATCHES + 1) -> list[tuple[str, bool]]:
         """``(path, is_dir)`` of up to ``limit`` matches, sorted by path; symlinks are never followed."""
         root_fd = fs.open_root(self._root)
@@ -191,6 +210,7 @@ class WorkspaceTool(ToolCard):
         finally:
             os.close(root_fd)
 
+    @_os_errors
     def grep_files(self, pattern: str, path: str = ".") -> str:
         """Lines matching ``pattern`` as ``file:line: text``, capped in hits, characters and time."""
         matcher = _compile(pattern)
@@ -240,12 +260,14 @@ class WorkspaceTool(ToolCard):
             if not grep.search(line, rel, number):
                 return
 
+    @_os_errors
     def write_file(self, path: str, content: str) -> str:
         opened, _ = self._open_file(path, fs.WRITE_FLAGS, make_dirs=True)
         with fs.closing(opened.fd):
             _write_all(opened.fd, content.encode("utf-8"))
         return f"wrote {len(content)} characters to {opened.rel}"
 
+    @_os_errors
     def edit_file(self, path: str, old: str, new: str) -> str:
         if not old:
             raise ValueError("the text to replace must not be empty")
@@ -269,6 +291,7 @@ class WorkspaceTool(ToolCard):
             _write_all(opened.fd, text.replace(old, new, 1).encode("utf-8"))
         return f"edited {opened.rel}"
 
+    @_os_errors
     def delete_path(self, path: str) -> str:
         parts = fs.split_path(path, self._root)
         if not parts:
@@ -293,6 +316,7 @@ class WorkspaceTool(ToolCard):
                 raise ValueError(f"cannot delete {fs.shown(path)}: {exc.strerror or exc}") from None
         return f"deleted {path}"
 
+    @_os_errors
     def make_dir(self, path: str) -> str:
         try:
             opened = self._open(path, fs.DIR_FLAGS, make_dirs=True)

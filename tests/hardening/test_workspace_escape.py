@@ -176,6 +176,7 @@ def test_a_symlinked_parent_folder_leading_outside_is_refused_for_every_operatio
         }.items():
             with pytest.raises(ValueError, match="outside the workspace root"):
                 tools[name](*args)
+    assert tools["workspace_delete"]("dir") == "deleted dir"  # the link, never the folder it points to
     assert sorted(p.name for p in outside.iterdir()) == ["f.txt", "secret.txt"]
     assert (outside / "secret.txt").read_text() == SECRET
     still_works(tools, root)
