@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import aklab.secrets  # noqa: F401  (log records are redacted from the first import on)
 from aklab.errors import AklabError
 
 # A library does not configure logging: without this, actor-thread warnings would land

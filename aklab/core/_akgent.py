@@ -260,6 +260,7 @@ class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
                 exception_type=type(exc).__name__,
                 exception_value=str(exc),
                 current_message=message,
+                ask_id=message.ask_id if message is not None else None,
             )
         )
 

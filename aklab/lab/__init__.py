@@ -30,6 +30,10 @@ def set_lab(lab: Lab | None) -> None:
     global _lab
     with _lock:
         if _lab is not None and _lab is not lab:
+            if lab is not None and _lab._dashboard is not None:
+                from aklab.lab.panels import carry_panels
+
+                carry_panels(_lab, lab)  # panels shown earlier follow the new team
             _lab.close()
         _lab = lab
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,8 +54,9 @@ class AskTimeout(AklabError):
     """The team was still working when ``ask`` stopped waiting."""
 
 
-def resolve_team(team: str | Path | TeamSpec) -> TeamSpec:
-    """A built-in team name, a team file path, or a ready spec."""
+def resolve_team(team: str | Path | TeamSpec, *, trust: Iterable[str] = ()) -> TeamSpec:
+    """A built-in team name, a team file path, or a ready spec. ``trust``: packages besides
+    ``aklab`` whose tools and agent classes a team file may name (importing them runs their code)."""
     if isinstance(team, TeamSpec):
         return team
     if isinstance(team, str) and team in BUILTIN_TEAMS:
@@ -63,7 +65,7 @@ def resolve_team(team: str | Path | TeamSpec) -> TeamSpec:
     if path.suffix in (".toml", ".yaml", ".yml") or path.exists():
         from aklab.lab.teamfile import load_team_file
 
-        return load_team_file(path)
+        return load_team_file(path, trust=trust)
     return builtin_team(str(team))  # raises with the list of built-in names
 
 
@@ -76,18 +78,21 @@ class Lab:
         *,
         model: str | ModelConfig | None = None,
         guard: TeamGuard | None = None,
+        trust: Iterable[str] = (),
     ) -> None:
         """Start ``team`` (on ``model``, if given) and wait until its first members have started.
 
-        ``guard`` bounds every ask (turns, tokens, cost, ping-pongs, team size; see
-        :class:`aklab.core.TeamGuard` for the defaults); ``lab.guard`` changes it later.
+        ``trust`` names the packages a team file may import tools or agent classes from
+        (besides ``aklab``; see ``aklab.lab.teamfile``). ``guard`` bounds every ask (turns,
+        tokens, cost, ping-pongs, team size; see :class:`aklab.core.TeamGuard` for the
+        defaults); ``lab.guard`` changes it later.
 
         Fails fast, with nothing left running: a model that cannot be built (no SDK, no
         key, unknown provider) raises ``ConfigError`` before any actor starts; a member
         whose start fails raises ``ActorGoneError`` saying why, and every actor started
         so far is stopped.
         """
-        spec = resolve_team(team)
+        spec = resolve_team(team, trust=trust)
         if model is not None:
             spec = spec.with_model(ModelConfig.parse(model) if isinstance(model, str) else model)
         check_models(spec)
@@ -96,6 +101,9 @@ class Lab:
         self.last_ask_id: str | None = None
         self.system = ActorSystem(guard=guard)
         self.recorder = TeamRecorder()
+        from aklab.lab.panels import watch_lab
+
+        watch_lab(self)  # a cell's panel, opened just after its ask was sent, replays it all
         try:
             self._start()
         except BaseException:
@@ -308,6 +316,9 @@ class Lab:
     def close(self) -> None:
         """Stop the team: runs in flight are cancelled (not waited for), then every member
         stops and releases its model's HTTP client in ``on_stop``."""
+        from aklab.lab.panels import detach_panels
+
+        detach_panels(self)  # every panel following this lab keeps what it shows
         if self._dashboard is not None:
             self._dashboard.close()
             self._dashboard = None
