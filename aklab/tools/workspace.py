@@ -23,8 +23,8 @@ The sandbox (see :mod:`aklab.tools._fs_sandbox` for the exact guarantees):
 
 from __future__ import annotations
 
-import codecs
 import functools
+import math
 import os
 import re
 import shutil
@@ -34,12 +34,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-import regex  # type: ignore[import-untyped]
 from pydantic import PrivateAttr, model_validator
 from pydantic_ai.messages import BinaryContent
 
 from aklab.errors import ConfigError
 from aklab.tools import _fs_sandbox as fs
+from aklab.tools._fs_text import (
+    MAX_GREP_HITS,
+    Grep,
+    compile_pattern,
+    decode_window,
+    read_all,
+    size_text,
+    write_all,
+)
 from aklab.tools.card import ToolCard, ToolHost
 
 __all__ = ["IMAGE_MEDIA_TYPES", "MAX_GREP_HITS", "WorkspaceTool"]
@@ -51,9 +59,6 @@ IMAGE_MEDIA_TYPES = {
     ".gif": "image/gif",
     ".webp": "image/webp",
 }
-MAX_GREP_HITS = 200
-MAX_GREP_LINE = 500
-MAX_PATTERN_CHARS = 1000
 MAX_GLOB_MATCHES = 500
 DOCUMENT_NOTE = "[=> Use workspace_read tool]"
 MISSING_NOTE = "[Error: no image found in the workspace]"
@@ -118,9 +123,9 @@ class WorkspaceTool(ToolCard):
         for field in ("max_read_chars", "max_grep_chars", "max_file_bytes", "max_media_files", "max_media_bytes"):
             if getattr(self, field) < 1:
                 raise ConfigError(f"WorkspaceTool.{field} must be at least 1 (got {getattr(self, field)})")
-        if not self.grep_timeout > 0:
+        if not 0 < self.grep_timeout < math.inf:
             raise ConfigError(
-                f"WorkspaceTool.grep_timeout must be a positive number of seconds (got {self.grep_timeout})"
+                f"WorkspaceTool.grep_timeout must be a finite number of seconds above 0 (got {self.grep_timeout})"
             )
         resolved = os.path.realpath(os.path.expanduser(self.root))
         if not self.allow_broad_root and (why := _broad(resolved)):
@@ -170,7 +175,7 @@ class WorkspaceTool(ToolCard):
                 raise ValueError(f"{fs.shown(path)} is not a file in the workspace") from None
             raise
         with fs.closing(opened.fd):
-            text, more = _decode_window(opened.fd, offset, self.max_read_chars, path, st.st_size)
+            text, more = decode_window(opened.fd, offset, self.max_read_chars, path, st.st_size)
         if offset and not text and not more:
             return f"[offset {offset} is past the end of {opened.rel}]"
         if not more:
@@ -213,9 +218,9 @@ class WorkspaceTool(ToolCard):
     @_os_errors
     def grep_files(self, pattern: str, path: str = ".") -> str:
         """Lines matching ``pattern`` as ``file:line: text``, capped in hits, characters and time."""
-        matcher = _compile(pattern)
+        matcher = compile_pattern(pattern)
         deadline = time.monotonic() + self.grep_timeout
-        grep = _Grep(matcher, deadline, self.max_grep_chars)
+        grep = Grep(matcher, deadline, self.max_grep_chars)
         skipped: list[str] = []
         try:
             folder: fs.Opened | None = self._open(path, fs.DIR_FLAGS)
@@ -244,16 +249,16 @@ class WorkspaceTool(ToolCard):
         notes = [grep.stop] if grep.stop else []
         if skipped:
             notes.append(
-                f"(skipped {len(skipped)} file(s) over {_size(self.max_file_bytes)}: {', '.join(skipped[:5])})"
+                f"(skipped {len(skipped)} file(s) over {size_text(self.max_file_bytes)}: {', '.join(skipped[:5])})"
             )
         return "\n".join(grep.hits + notes) or "(no matches)"
 
-    def _grep_one(self, grep: _Grep, fd: int, st: os.stat_result, rel: str, skipped: list[str]) -> None:
+    def _grep_one(self, grep: Grep, fd: int, st: os.stat_result, rel: str, skipped: list[str]) -> None:
         if st.st_size > self.max_file_bytes:
             skipped.append(rel)
             return
         try:
-            lines = _read_all(fd, st.st_size).decode("utf-8").splitlines()
+            lines = read_all(fd, st.st_size).decode("utf-8").splitlines()
         except (UnicodeDecodeError, OSError):
             return
         for number, line in enumerate(lines, start=1):
@@ -264,7 +269,7 @@ class WorkspaceTool(ToolCard):
     def write_file(self, path: str, content: str) -> str:
         opened, _ = self._open_file(path, fs.WRITE_FLAGS, make_dirs=True)
         with fs.closing(opened.fd):
-            _write_all(opened.fd, content.encode("utf-8"))
+            write_all(opened.fd, content.encode("utf-8"))
         return f"wrote {len(content)} characters to {opened.rel}"
 
     @_os_errors
@@ -279,16 +284,18 @@ class WorkspaceTool(ToolCard):
             raise
         with fs.closing(opened.fd):
             if st.st_size > self.max_file_bytes:
-                raise ValueError(f"{path!r} is {_size(st.st_size)}, over the {_size(self.max_file_bytes)} edit limit")
+                raise ValueError(
+                    f"{path!r} is {size_text(st.st_size)}, over the {size_text(self.max_file_bytes)} edit limit"
+                )
             try:
-                text = _read_all(opened.fd, st.st_size).decode("utf-8")
+                text = read_all(opened.fd, st.st_size).decode("utf-8")
             except UnicodeDecodeError:
                 raise ValueError(f"{path!r} is not UTF-8 text ({st.st_size} bytes)") from None
             count = text.count(old)
             if count != 1:
                 found = "not found" if count == 0 else f"found {count} times"
                 raise ValueError(f"text to replace {found} in {path!r}; it must occur exactly once (add context)")
-            _write_all(opened.fd, text.replace(old, new, 1).encode("utf-8"))
+            write_all(opened.fd, text.replace(old, new, 1).encode("utf-8"))
         return f"edited {opened.rel}"
 
     @_os_errors
@@ -380,8 +387,8 @@ class WorkspaceTool(ToolCard):
             if not left_out:
                 return images, ""
             return images, (
-                f"[Note: {len(images) + left_out} images matched; {len(images)} attached ({_size(budget.used)}); "
-                f"a message takes at most {budget.files} images, {_size(budget.bytes)}]"
+                f"[Note: {len(images) + left_out} images matched; {len(images)} attached ({size_text(budget.used)}); "
+                f"a message takes at most {budget.files} images, {size_text(budget.bytes)}]"
             )
         try:
             opened, st = self._open_file(ref, fs.READ_FLAGS)
@@ -397,8 +404,8 @@ class WorkspaceTool(ToolCard):
             content = budget.take(opened.fd, st.st_size, ref)
         if content is None:
             return [], (
-                f"[Note: not attached ({_size(st.st_size)}); a message takes at most "
-                f"{budget.files} images, {_size(budget.bytes)}]"
+                f"[Note: not attached ({size_text(st.st_size)}); a message takes at most "
+                f"{budget.files} images, {size_text(budget.bytes)}]"
             )
         return [("", content)], ""
 
@@ -476,50 +483,6 @@ def _broad(root: str) -> str:
     return ""
 
 
-def _compile(pattern: str) -> Any:
-    if len(pattern) > MAX_PATTERN_CHARS:
-        raise ValueError(f"the regular expression is {len(pattern)} characters; use at most {MAX_PATTERN_CHARS}")
-    try:
-        return regex.compile(pattern)
-    except (regex.error, ValueError, OverflowError) as exc:
-        raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
-
-
-class _Grep:
-    """Hits of one grep, and why it stopped (``stop``), within its caps."""
-
-    def __init__(self, matcher: Any, deadline: float, max_chars: int) -> None:
-        self.matcher, self.deadline, self.max_chars = matcher, deadline, max_chars
-        self.hits: list[str] = []
-        self.chars = 0
-        self.stop = ""
-
-    def search(self, line: str, rel: str, number: int) -> bool:
-        """Record ``line`` if it matches; False once the grep must stop."""
-        remaining = self.deadline - time.monotonic()
-        try:
-            if remaining <= 0:
-                raise TimeoutError
-            found = self.matcher.search(line, timeout=remaining) is not None
-        except TimeoutError:
-            self.stop = f"(the search timed out at {rel}:{number}; simplify the regular expression or narrow the path)"
-            return False
-        if not found:
-            return True
-        if len(line) > MAX_GREP_LINE:
-            line = f"{line[:MAX_GREP_LINE]}… (line cut: {len(line)} characters)"
-        hit = f"{rel}:{number}: {line}"
-        if self.chars + len(hit) > self.max_chars:
-            self.stop = f"(output cut at {self.max_chars} characters after {len(self.hits)} hits; narrow the search)"
-            return False
-        self.hits.append(hit)
-        self.chars += len(hit) + 1
-        if len(self.hits) >= MAX_GREP_HITS:
-            self.stop = f"(stopped at {MAX_GREP_HITS} hits; narrow the search)"
-            return False
-        return True
-
-
 class _Budget:
     """What is left of one message's media allowance."""
 
@@ -534,7 +497,7 @@ class _Budget:
     def take(self, fd: int, size: int, rel: str) -> BinaryContent | None:
         if self.full() or self.used + size > self.bytes:
             return None
-        data = _read_all(fd, size)
+        data = read_all(fd, size)
         self.count += 1
         self.used += len(data)
         return BinaryContent(data=data, media_type=_media_type(rel) or "application/octet-stream")
@@ -542,49 +505,3 @@ class _Budget:
 
 def _media_type(path: str) -> str | None:
     return IMAGE_MEDIA_TYPES.get(os.path.splitext(path)[1].lower())
-
-
-def _size(n: int) -> str:
-    return f"{n / 1_000_000:.1f} MB" if n >= 100_000 else f"{n / 1000:.1f} kB"
-
-
-def _read_all(fd: int, size: int) -> bytes:
-    """At most ``size`` bytes from ``fd`` (a file growing meanwhile is cut at its fstat size)."""
-    chunks, left = [], size
-    while left > 0:
-        chunk = os.read(fd, min(left, 1 << 20))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    os.lseek(fd, 0, os.SEEK_SET)
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-    os.ftruncate(fd, len(data))
-
-
-def _decode_window(fd: int, offset: int, limit: int, path: str, size: int) -> tuple[str, bool]:
-    """Characters ``offset`` to ``offset + limit`` of a UTF-8 file, and whether more follow."""
-    decoder = codecs.getincrementaldecoder("utf-8")()
-    seen = 0
-    kept: list[str] = []
-    want = offset + limit + 1
-    try:
-        while seen < want:
-            chunk = os.read(fd, 1 << 20)
-            piece = decoder.decode(chunk, final=not chunk)
-            start = max(offset - seen, 0)
-            if start < len(piece):
-                kept.append(piece[start : want - seen])
-            seen += len(piece)
-            if not chunk:
-                break
-    except UnicodeDecodeError:
-        raise ValueError(f"{path!r} is not UTF-8 text ({size} bytes); show an image with !!{path}") from None
-    text = "".join(kept)
-    return text[:limit], len(text) > limit

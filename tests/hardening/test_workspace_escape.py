@@ -457,7 +457,8 @@ def test_a_missing_root_is_one_clear_config_error() -> None:
 
 
 @pytest.mark.parametrize(
-    ("field", "value"), [("max_read_chars", 0), ("max_media_files", -1), ("grep_timeout", float("nan"))]
+    ("field", "value"),
+    [("max_read_chars", 0), ("max_media_files", -1), ("grep_timeout", float("nan")), ("grep_timeout", float("inf"))],
 )
 def test_bad_caps_are_config_errors(field: str, value: float, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=f"WorkspaceTool.{field} must be"):
