@@ -288,3 +288,39 @@ def test_only_mail_of_exactly_the_handled_class_is_offered_and_a_cancel_never_is
     assert "- Message cannot be handled in the run" in notice
     assert "request from @Human: same class (id: " in notice
     assert "a subclass" not in notice
+
+
+def test_a_cancel_with_a_reason_tells_the_human_why(system: ActorSystem) -> None:
+    gated = GatedModel([call_tool("step"), send(("@Human", "response", "never"))])
+    gated.hold(1)
+    team, worker, _ = _team(system, gated)
+    _human_says(team, worker, "work")
+    assert gated.entered[1].wait(10)
+    _lands_now(team, worker, CancelMessage(reason="the budget review is over"))
+    gated.release[1].set()
+    team.settle()
+    assert [m.content for m in team.inbox.messages] == ["Run interrupted: the budget review is over. (@Worker)"]
+
+
+class Unpreviewable(AgentMessage):
+    """Mail whose preview fails (a bug in a custom message class)."""
+
+    def mailbox_preview(self, limit: int = 80) -> str:
+        raise ValueError("preview is broken")
+
+
+def test_mail_that_cannot_be_previewed_is_not_offered_and_still_gets_its_own_turn(system: ActorSystem) -> None:
+    gated = GatedModel(
+        [call_tool("step"), send(("@Human", "response", "first done")), send(("@Human", "response", "second done"))]
+    )
+    gated.hold(0)
+    team, worker, _ = _team(system, gated)
+    team.system.proxy_tell(team.human, HumanProxy).send(worker, Unpreviewable(content="first task"))
+    assert gated.entered[0].wait(10)
+    _lands_now(team, worker, Unpreviewable(content="second task"))  # the same class: it could be offered
+    gated.release[0].set()
+    team.settle()
+    notice = str(gated.calls[1][-1])
+    assert "Message cannot be previewed; it will reach you after this run" in notice and "(id: " not in notice
+    assert [m.content for m in team.inbox.messages] == ["first done", "second done"]
+    assert "second task" in str(gated.calls[2][-1])
