@@ -205,7 +205,7 @@ class Lab:
 
     def result(self, ask_id: str, start: int = 0) -> AskResult:
         """What ask ``ask_id`` brought back so far: its replies (from inbox position ``start``) and usage."""
-        replies = [m for m in self.inbox.messages[start:] if m.ask_id in (ask_id, None)]
+        replies = [m for m in self.inbox.since(start) if m.ask_id in (ask_id, None)]
         usage = [e for e in self.recorder.usage if e.ask_id == ask_id]
         state = self.system.asks.get(ask_id)
         stopped = state is not None and state.cancelled is not None
@@ -274,7 +274,7 @@ class Lab:
 
     def usage(self, by: str = "agent") -> pd.DataFrame:
         """Tokens and cost as a DataFrame: by agent (default), run, model or request."""
-        return usage_frame(list(self.recorder.usage), by=by)
+        return usage_frame(self.recorder.usage, by=by)
 
     def errors(self, since: int = 0) -> list[str]:
         """Handler failures, one line each. A usage-limit stop (``WarningError``) is left
