@@ -24,6 +24,7 @@ The edges of an actor's life, where pykka alone would be silent:
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
@@ -49,7 +50,11 @@ from aklab.errors import ActorGoneError
 if TYPE_CHECKING:
     from aklab.core._system import ActorSystem
 
-__all__ = ["Akgent"]
+__all__ = ["ACTOR_THREADS", "Akgent"]
+
+#: The thread each running actor handles its messages on (by actor URN), so that a call
+#: that would wait on the very thread it runs on is refused instead of hanging.
+ACTOR_THREADS: dict[str, int] = {}
 
 log = logging.getLogger("aklab.core")
 
@@ -131,6 +136,7 @@ class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
         self.mailbox.on_remove = self._on_mailbox_removed
 
     def on_stop(self) -> None:
+        ACTOR_THREADS.pop(self.actor_urn, None)
         # Whatever is still queued will never be handled: stop counting it as work.
         for message in self.mailbox.close():
             if isinstance(message, Message | _TellCall):
@@ -155,6 +161,7 @@ class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
     def _actor_loop_setup(self) -> None:
         # pykka's version logs a failing on_start and stops the actor without a word to
         # anyone: its roster entry and queued mail would be left behind.
+        ACTOR_THREADS[self.actor_urn] = threading.get_ident()
         try:
             self.on_start()
         except Exception as exc:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import threading
 import time
 import uuid
 import weakref
@@ -18,7 +19,7 @@ import pykka
 from pykka.messages import ProxyCall
 
 from aklab.core._address import ActorAddress
-from aklab.core._akgent import Akgent, _TellCall
+from aklab.core._akgent import ACTOR_THREADS, Akgent, _TellCall
 from aklab.core._asks import AskLedger, TeamGuard
 from aklab.core._config import BaseConfig
 from aklab.core._directory import TeamDirectory
@@ -33,6 +34,8 @@ log = logging.getLogger("aklab.core")
 A = TypeVar("A", bound=Akgent[Any, Any])
 
 DEFAULT_ASK_TIMEOUT = 60.0
+#: Stopped actors and start failures kept before older ones are forgotten.
+_PRUNE_AT = 256
 #: How long the systems still running at interpreter exit get to stop, in all.
 EXIT_TIMEOUT = 5.0
 
@@ -55,6 +58,7 @@ class _AskProxy:
         self._timeout = timeout
 
     def __getattr__(self, name: str) -> Any:
+        _refuse_self_ask(self._address)
         attr = getattr(self._proxy, name)
         timeout = self._timeout
         address = self._address
@@ -66,6 +70,16 @@ class _AskProxy:
             return _get(attr(*args, **kwargs), address, timeout)
 
         return call
+
+
+def _refuse_self_ask(address: ActorAddress) -> None:
+    """An actor waiting for its own answer on its own thread would wait for ever."""
+    if ACTOR_THREADS.get(address.ref.actor_urn) == threading.get_ident():
+        raise ConfigError(
+            f"{address.name} was asked to answer on its own thread and would wait for ever "
+            "(e.g. an EventSubscriber calling the orchestrator from on_message): "
+            "use proxy_tell, or hand the call to another thread"
+        )
 
 
 def _get(future: Any, address: ActorAddress, timeout: float | None) -> Any:
@@ -148,6 +162,8 @@ class ActorSystem:
             is_user_proxy=actor_class.is_user_proxy,
             ref=ref,
         )
+        if len(self._actors) >= 2 * _PRUNE_AT:  # a hire/fire loop must not grow this for ever
+            self._actors = [a for a in self._actors if a.is_alive()]
         self._actors.append(address)
         _running.add(self)
         return address
@@ -155,6 +171,8 @@ class ActorSystem:
     def record_start_failure(self, address: ActorAddress, reason: str) -> None:
         """Called by an actor whose ``on_start`` raised (``wait_started`` reports ``reason``)."""
         self._start_failures[address.agent_id] = reason
+        while len(self._start_failures) > _PRUNE_AT:  # oldest first
+            del self._start_failures[next(iter(self._start_failures))]
 
     def wait_started(self, *addresses: ActorAddress, timeout: float | None = None) -> None:
         """Block until each actor has run its ``on_start``.

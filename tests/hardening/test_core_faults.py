@@ -32,3 +32,39 @@ def test_sys_exit_in_a_handler_does_not_end_the_actor(system: ActorSystem) -> No
     assert system.wait_idle(10)
     assert address.is_alive()
     assert system.proxy_ask(address, Crashy).count() == rounds
+
+
+def test_a_subscriber_asking_the_orchestrator_on_its_own_thread_gets_a_clear_error_at_once() -> None:
+    import threading
+
+    from aklab.core import EventSubscriber, StartMessage
+    from aklab.errors import ConfigError
+    from aklab.lab import Lab
+
+    errors: list[str] = []
+    done = threading.Event()
+
+    with Lab("dev-team") as lab:
+
+        class AsksBack(EventSubscriber):
+            def on_message(self, message: Message) -> None:
+                if isinstance(message, StartMessage) and not done.is_set():
+                    try:
+                        lab.orchestrator.get_team()
+                    except ConfigError as exc:
+                        errors.append(str(exc))
+                    finally:
+                        done.set()
+
+        lab.orchestrator.subscribe(AsksBack())
+        lab.ask("What is 2+2?", timeout=10)  # hires the Developer: a StartMessage made on the orchestrator's thread
+        assert done.wait(10)
+        assert errors and "@Orchestrator was asked to answer on its own thread" in errors[0]
+        assert len(lab.ask("What is 2+2?", timeout=10)) >= 1
+
+
+def test_a_hire_and_fire_loop_does_not_grow_the_systems_books(system: ActorSystem) -> None:
+    for _ in range(600):
+        address = system.createActor(Crashy)
+        address.ref.stop(block=True, timeout=10)
+    assert len(system._actors) <= 512
