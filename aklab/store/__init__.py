@@ -1,0 +1,101 @@
+"""aklab.store: every team record, appended as it happens, read back across sessions.
+
+The store sits beside ``llm`` and ``tools``: it knows core's records, nothing above
+(the classes of stored messages and events are found again by their import path).
+
+Wiring (what ``Lab`` does)::
+
+    from aklab.store import StoreSubscriber, history, new_team_id, open_store
+
+    store = open_store()                      # $AKLAB_STORE, else ./.aklab/events.sqlite3
+    team_id = new_team_id()
+    subscriber = StoreSubscriber(store, team_id, on_failure=warn_the_user)
+    orchestrator.subscribe(subscriber)        # before the first member starts: every record
+    store.save_team(team_id, name="dev-team", metadata={"entry": "@Manager", "models": [...]})
+    ...
+    store.teams()                             # [TeamInfo(team_id, name, created_at, last_activity, metadata)]
+    store.records(team_id, since=seq)         # StoredRecord rows in append order; .message() rebuilds one
+    history(store, team=None, agent=None, model=None, since=None, until=None)  # .asks .runs .usage .messages
+    store.close()                             # after the team has stopped (the subscriber never closes it)
+
+Stores (:class:`EventStore`):
+
+- :class:`SqliteStore` ``(path=None, *, synchronous="NORMAL", verify=True)``: the embedded
+  default, one file per project folder (:func:`default_store_path`), WAL; each append
+  is committed before it returns (NORMAL: survives a killed process; FULL: also a power
+  loss). A damaged file raises :class:`StoreCorruptError`; ``SqliteStore.recover(path)``
+  keeps everything readable before the damage. A file that cannot be written opens
+  read-only (``store.read_only`` says why).
+- :class:`PostgresStore` ``(dsn, *, schema=None)``: the same tables on PostgreSQL
+  (``pip install 'aklab[postgres]'``).
+
+Tables: ``events`` (append-only: seq, team_id, record_id, ask_id, kind, event_type,
+message_id, sender, sender_role, sender_id, recipient, recipient_id, created_at, payload
+JSON) and ``teams`` (team_id, name, created_at, last_activity, metadata JSON). Payloads
+are redacted (:func:`aklab.secrets.redact`) before they are written; an ``ActorAddress``
+is stored as its identity, never its live actor.
+
+:class:`StoreSubscriber` never raises into an actor: a failing store (read-only or full
+disk, lock, lost connection) is logged once as a warning, ``subscriber.failed`` says why,
+and the team goes on in memory.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from aklab.store._base import EventStore, StoreCorruptError, StoredRecord, StoreError, TeamInfo, new_team_id
+from aklab.store._codec import decode, encode
+from aklab.store._history import History, history
+from aklab.store._sqlite import RecoveryReport, SqliteStore, default_store_path
+from aklab.store._subscriber import StoreSubscriber
+
+if TYPE_CHECKING:
+    from aklab.store._postgres import PostgresStore
+
+__all__ = [
+    "STORE_ENV",
+    "EventStore",
+    "History",
+    "PostgresStore",
+    "RecoveryReport",
+    "SqliteStore",
+    "StoreCorruptError",
+    "StoreError",
+    "StoreSubscriber",
+    "StoredRecord",
+    "TeamInfo",
+    "decode",
+    "default_store_path",
+    "encode",
+    "history",
+    "new_team_id",
+    "open_store",
+]
+
+#: Environment variable naming the store: a path, or a ``postgresql://`` DSN.
+STORE_ENV = "AKLAB_STORE"
+
+
+def open_store(target: str | os.PathLike[str] | None = None) -> EventStore:
+    """The store at ``target``: a ``postgresql://``/``postgres://`` DSN opens a
+    :class:`PostgresStore`, anything else is a SQLite file path. None means
+    ``$AKLAB_STORE`` if set, else :func:`default_store_path` (``./.aklab/events.sqlite3``)."""
+    if target is None:
+        target = os.environ.get(STORE_ENV) or default_store_path()
+    text = os.fspath(target)
+    if text.startswith(("postgresql://", "postgres://")):
+        from aklab.store._postgres import PostgresStore
+
+        return PostgresStore(text)
+    return SqliteStore(text)
+
+
+def __getattr__(name: str) -> object:
+    # PostgresStore's module needs nothing optional at import, but keep it out of `import aklab.store`.
+    if name == "PostgresStore":
+        from aklab.store._postgres import PostgresStore
+
+        return PostgresStore
+    raise AttributeError(f"module 'aklab.store' has no attribute {name!r}")

@@ -1,0 +1,165 @@
+"""The store's interface, its rows and its errors.
+
+::
+
+    AklabError
+    └── StoreError              the store failed (I/O, lock, full disk, lost connection); original as __cause__
+        └── StoreCorruptError   the file is damaged: the message says how to recover what is readable
+"""
+
+from __future__ import annotations
+
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from typing import Any
+
+from aklab.core import OrchestratorMessage
+from aklab.errors import AklabError, ConfigError
+
+__all__ = [
+    "EventStore",
+    "StoreCorruptError",
+    "StoreError",
+    "StoredRecord",
+    "TeamInfo",
+    "new_team_id",
+    "to_utc",
+]
+
+SCHEMA_VERSION = 1
+
+
+class StoreError(AklabError):
+    """The event store could not do what was asked; the original error is ``__cause__``."""
+
+
+class StoreCorruptError(StoreError):
+    """The store's file is damaged; ``SqliteStore.recover(path)`` keeps what is readable."""
+
+
+def new_team_id() -> str:
+    """A fresh team id (32 hex digits), one per team session."""
+    return uuid.uuid4().hex
+
+
+def to_utc(when: datetime | date | str) -> datetime:
+    """A datetime, a date (midnight UTC) or an ISO string, as an aware UTC datetime (naive means UTC)."""
+    if isinstance(when, str):
+        try:
+            when = datetime.fromisoformat(when)
+        except ValueError as exc:
+            raise ConfigError(f"time {when!r}: give a datetime or an ISO date such as '2026-05-01'") from exc
+    if not isinstance(when, datetime):
+        if not isinstance(when, date):
+            raise ConfigError(f"time {when!r}: give a datetime or an ISO date such as '2026-05-01'")
+        when = datetime(when.year, when.month, when.day)
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRecord:
+    """One row of the ``events`` table. ``message()`` rebuilds the typed record."""
+
+    seq: int
+    team_id: str
+    record_id: str
+    ask_id: str | None
+    kind: str
+    """The record's class name: ``SentMessage``, ``EventMessage``, ``ErrorMessage``, ..."""
+    event_type: str | None
+    """For an ``EventMessage``: the event's class name (``LlmUsageEvent``, ...)."""
+    message_id: str | None
+    """The id of the message a record is about (sent, handled, or being handled when it failed)."""
+    sender: str | None
+    sender_role: str | None
+    sender_id: str | None
+    recipient: str | None
+    recipient_id: str | None
+    created_at: datetime
+    payload: dict[str, Any] = field(repr=False)
+
+    def message(self) -> OrchestratorMessage:
+        """The typed record (``SentMessage`` with its ``AgentMessage``, ``EventMessage`` with its
+        ``LlmUsageEvent``, ...). Addresses come back without a live actor."""
+        from aklab.store._codec import decode
+
+        return decode(self.payload)
+
+
+@dataclass(frozen=True, slots=True)
+class TeamInfo:
+    """One row of the ``teams`` table."""
+
+    team_id: str
+    name: str
+    created_at: datetime
+    last_activity: datetime
+    metadata: dict[str, Any]
+
+
+class EventStore(ABC):
+    """An append-only log of team records, shared by every team of a project.
+
+    Thread-safe: ``append`` is called on the thread of whichever member made the record
+    (one at a time per team); readers may call from any thread.
+    """
+
+    #: Where the data lives, for people (``sqlite:/path`` or a DSN without its password).
+    location: str = ""
+
+    @abstractmethod
+    def append(self, record: OrchestratorMessage, team_id: str) -> int:
+        """Store ``record`` for ``team_id``; durable when this returns. Returns its ``seq``.
+        Raises :class:`StoreError` (with the cause) if it could not be stored."""
+
+    @abstractmethod
+    def records(
+        self,
+        team_id: str | None = None,
+        *,
+        since: int | datetime | date | str | None = None,
+        until: datetime | date | str | None = None,
+        kinds: Iterable[str] | None = None,
+        ask_id: str | None = None,
+    ) -> list[StoredRecord]:
+        """Records in append order: of ``team_id`` (every team if None), after seq ``since``
+        (an int) or from time ``since`` (a datetime or ISO date), before time ``until``,
+        whose ``kind`` or ``event_type`` is in ``kinds``, of ``ask_id``."""
+
+    @abstractmethod
+    def save_team(self, team_id: str, *, name: str, metadata: dict[str, Any] | None = None) -> None:
+        """Create or update the team's row (name, metadata such as the team spec and models)."""
+
+    @abstractmethod
+    def teams(self) -> list[TeamInfo]:
+        """Every stored team, most recently active first."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the file or connection (idempotent)."""
+
+    def __enter__(self) -> EventStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.location}>"
+
+
+def check_kinds(kinds: Iterable[str] | None) -> list[str] | None:
+    if kinds is None:
+        return None
+    if isinstance(kinds, str):
+        return [kinds]
+    return list(kinds)
+
+
+def check_team_id(team_id: object) -> str:
+    if not isinstance(team_id, str) or not team_id:
+        raise ConfigError(f"team_id must be a non-empty string (e.g. aklab.store.new_team_id()), not {team_id!r}")
+    return team_id

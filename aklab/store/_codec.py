@@ -1,0 +1,204 @@
+"""Records to rows and back.
+
+A row's ``payload`` is JSON: ``{"v": 1, "type": "<record class path>", "fields": {...}}``.
+Each field is stored as JSON; an object field (the message a ``SentMessage`` carries, an
+event, an agent config) is ``{"$type": "<class path>", "$data": <its model_dump>}`` so a
+reader can rebuild it. An ``ActorAddress`` becomes its identity ``{agent_id, name, role,
+team_id, is_user_proxy}``, never the live actor reference.
+
+Secrets never enter a row: every string in a payload (keys too) goes through
+:func:`aklab.secrets.redact`, and the value under a key that names a credential
+(``authorization``, ``api_key``, ``password``, ``token``...) is replaced outright.
+
+Rebuilding imports a class only from a module already imported or from ``aklab``
+itself: rows of a shared database name classes, and reading them must not import
+arbitrary modules. An object whose class cannot be found or no longer validates comes
+back as its plain dict (for a message: as a base ``Message``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import math
+import re
+import sys
+from datetime import UTC, datetime
+from typing import Any, NamedTuple
+
+from pydantic import BaseModel, ValidationError
+from pydantic_core import to_jsonable_python
+
+from aklab.core import ActorAddress, EventMessage, Message, OrchestratorMessage
+from aklab.secrets import REDACTED, redact
+
+__all__ = ["PAYLOAD_VERSION", "Row", "class_path", "decode", "encode", "scrub"]
+
+PAYLOAD_VERSION = 1
+_MAX_REPR = 500
+_CREDENTIAL_KEY = re.compile(
+    r"(?i)^(?:authorization|proxy-authorization|x-api-key|api[-_]?key|x-goog-api-key|password|passwd|secret|"
+    r"client[-_]secret|access[-_]token|refresh[-_]token|token|bearer)$"
+)
+
+
+class Row(NamedTuple):
+    """The columns of one ``events`` row, in table order (``seq`` is assigned by the database)."""
+
+    team_id: str
+    record_id: str
+    ask_id: str | None
+    kind: str
+    event_type: str | None
+    message_id: str | None
+    sender: str | None
+    sender_role: str | None
+    sender_id: str | None
+    recipient: str | None
+    recipient_id: str | None
+    created_at: datetime
+    payload: str
+
+
+def class_path(klass: type) -> str:
+    return f"{klass.__module__}.{klass.__qualname__}"
+
+
+def encode(record: OrchestratorMessage, team_id: str) -> Row:
+    """The row for ``record`` (payload redacted)."""
+    fields = {name: _value(getattr(record, name, None)) for name in type(record).model_fields}
+    payload = {"v": PAYLOAD_VERSION, "type": class_path(type(record)), "fields": scrub(fields)}
+    sender, recipient = record.sender, record.recipient
+    created = record.created_at
+    created = created.replace(tzinfo=UTC) if created.tzinfo is None else created.astimezone(UTC)
+    return Row(
+        team_id,
+        record.id,
+        record.ask_id,
+        type(record).__name__,
+        type(record.event).__name__ if isinstance(record, EventMessage) else None,
+        _message_id(record),
+        sender.name if sender is not None else None,
+        sender.role if sender is not None else None,
+        sender.agent_id if sender is not None else None,
+        recipient.name if recipient is not None else None,
+        recipient.agent_id if recipient is not None else None,
+        created,
+        json.dumps(payload, ensure_ascii=False, separators=(",", ":")),
+    )
+
+
+def _message_id(record: OrchestratorMessage) -> str | None:
+    inner = getattr(record, "message", None) or getattr(record, "current_message", None)
+    if isinstance(inner, Message):
+        return inner.id
+    handled = getattr(record, "message_id", None)
+    return handled if isinstance(handled, str) else None
+
+
+def _fallback(obj: Any) -> Any:
+    if isinstance(obj, ActorAddress):
+        return obj.to_dict()
+    return f"<{class_path(type(obj))}: {repr(obj)[:_MAX_REPR]}>"
+
+
+def _value(value: Any) -> Any:
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, ActorAddress):
+        return value.to_dict()
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, BaseModel):
+        return {"$type": class_path(type(value)), "$data": _dump_model(value)}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {"$type": class_path(type(value)), "$data": to_jsonable_python(value, fallback=_fallback)}
+    return to_jsonable_python(value, fallback=_fallback)
+
+
+def _dump_model(model: BaseModel) -> Any:
+    try:
+        return model.model_dump(mode="json", warnings=False, fallback=_fallback, serialize_as_any=True)
+    except Exception:  # a field pydantic cannot serialize even with the fallback
+        try:
+            return model.model_dump(mode="json", warnings=False, fallback=_fallback)
+        except Exception:
+            return {"$repr": repr(model)[:_MAX_REPR]}
+
+
+def scrub(value: Any) -> Any:
+    """``value`` (JSON-able) with every string redacted, credentials removed and NaN as null."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            key = redact(str(key))
+            if isinstance(item, str) and item and _CREDENTIAL_KEY.match(key):
+                out[key] = REDACTED
+            else:
+                out[key] = scrub(item)
+        return out
+    if isinstance(value, list | tuple):
+        return [scrub(item) for item in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+# -- reading ----------------------------------------------------------------------------
+def resolve(path: str) -> type | None:
+    """The class at ``path`` if its module is already imported or is part of aklab."""
+    parts = path.split(".")
+    for cut in range(len(parts) - 1, 0, -1):  # the longest module prefix first (nested classes)
+        module_name = ".".join(parts[:cut])
+        module = sys.modules.get(module_name)
+        if module is None and (module_name == "aklab" or module_name.startswith("aklab.")):
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError:
+                module = None
+        if module is None:
+            continue
+        obj: Any = module
+        for part in parts[cut:]:
+            obj = getattr(obj, part, None)
+        return obj if isinstance(obj, type) else None
+    return None
+
+
+def _rebuild(value: Any, base: type | None = None) -> Any:
+    if not (isinstance(value, dict) and "$type" in value):
+        return value
+    data = value.get("$data")
+    klass = resolve(str(value["$type"]))
+    if klass is not None and isinstance(data, dict):
+        try:
+            if issubclass(klass, BaseModel):
+                return klass.model_validate(data)
+            if dataclasses.is_dataclass(klass):
+                return klass(**data)
+        except (ValidationError, TypeError, ValueError):
+            pass
+    if base is not None and isinstance(data, dict):
+        try:
+            return base.model_validate(data)  # type: ignore[attr-defined]
+        except ValidationError:
+            pass
+    return data
+
+
+def decode(payload: dict[str, Any]) -> OrchestratorMessage:
+    """The typed record a payload was made from (see the module docstring for what falls back)."""
+    klass = resolve(str(payload.get("type", "")))
+    if not (isinstance(klass, type) and issubclass(klass, OrchestratorMessage)):
+        klass = OrchestratorMessage
+    fields: dict[str, Any] = {}
+    for name, raw in dict(payload.get("fields") or {}).items():
+        info = klass.model_fields.get(name)
+        if info is None:
+            continue
+        base = Message if name in ("message", "current_message") else None
+        fields[name] = _rebuild(raw, base)
+    return klass.model_validate(fields)

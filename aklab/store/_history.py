@@ -1,0 +1,290 @@
+"""history(): tidy DataFrames of every team and session in a store.
+
+``usage`` has the columns of ``lab.usage(by="request")`` (``aklab.lab.frames.REQUEST_COLUMNS``)
+after ``team_id`` and ``ask_id``; ``runs`` sums it per run; ``asks`` per ask, with the
+question that started it; ``messages`` has one row per message sent. With ``agent`` or
+``model`` filters, figures count only the matching requests (an ask's row then says what
+that agent or model cost within it). Times are UTC; ``since``/``until`` select records made
+in ``[since, until)``.
+
+pandas is imported when ``history`` is called, not when ``aklab.store`` is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import TYPE_CHECKING, Any
+
+from aklab.store._base import EventStore, StoredRecord, to_utc
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["ASK_COLUMNS", "MESSAGE_COLUMNS", "RUN_COLUMNS", "USAGE_COLUMNS", "History", "history"]
+
+_REQUEST = [
+    "run_id",
+    "agent",
+    "role",
+    "model",
+    "requests",
+    "input_tokens",
+    "output_tokens",
+    "total_tokens",
+    "cost_usd",
+    "started_at",
+    "duration_s",
+    "estimated",
+    "cost_source",
+    "ok",
+]
+#: ``lab.usage(by="request")``'s columns after team_id and ask_id.
+USAGE_COLUMNS = ["team_id", "ask_id", *_REQUEST]
+RUN_COLUMNS = [
+    "team_id",
+    "ask_id",
+    "run_id",
+    "agent",
+    "role",
+    "model",
+    "requests",
+    "input_tokens",
+    "output_tokens",
+    "total_tokens",
+    "cost_usd",
+    "started_at",
+    "duration_s",
+    "ok",
+]
+ASK_COLUMNS = [
+    "ask_id",
+    "team_id",
+    "team",
+    "first_at",
+    "last_at",
+    "question",
+    "agents",
+    "runs",
+    "requests",
+    "input_tokens",
+    "output_tokens",
+    "total_tokens",
+    "cost_usd",
+]
+MESSAGE_COLUMNS = [
+    "seq",
+    "team_id",
+    "ask_id",
+    "created_at",
+    "sender",
+    "recipient",
+    "type",
+    "content",
+    "message_id",
+    "message_class",
+]
+_TOKENS = ["input_tokens", "output_tokens", "total_tokens"]
+
+
+@dataclass(frozen=True)
+class History:
+    """Four frames from the store: ``asks``, ``runs``, ``usage``, ``messages``."""
+
+    asks: pd.DataFrame
+    runs: pd.DataFrame
+    usage: pd.DataFrame
+    messages: pd.DataFrame
+
+    def __repr__(self) -> str:
+        return (
+            f"<History: {len(self.asks)} asks, {len(self.runs)} runs, {len(self.usage)} requests, "
+            f"{len(self.messages)} messages>"
+        )
+
+
+def history(
+    store: EventStore,
+    *,
+    team: str | None = None,
+    agent: str | None = None,
+    model: str | None = None,
+    since: datetime | date | str | None = None,
+    until: datetime | date | str | None = None,
+) -> History:
+    """Asks, runs, usage and messages of every team in ``store`` (or of ``team``: its id or
+    name), optionally only ``agent``'s (``@Name`` or ``Name``), only ``model``'s, and only
+    what was recorded in ``[since, until)``."""
+    since_utc = to_utc(since) if since is not None else None
+    until_utc = to_utc(until) if until is not None else None
+    names = {t.team_id: t.name for t in store.teams()}
+    team_ids: list[str | None] = [None]
+    if team is not None:
+        team_ids = [tid for tid, name in names.items() if team in (tid, name)] or [team]
+    records: list[StoredRecord] = []
+    for team_id in team_ids:
+        records += store.records(team_id, since=since_utc, until=until_utc, kinds=("SentMessage", "LlmUsageEvent"))
+    records.sort(key=lambda r: r.seq)
+    who = None if agent is None else (agent if agent.startswith("@") else f"@{agent}")
+    usage_rows = [_usage_row(r) for r in records if r.event_type == "LlmUsageEvent"]
+    usage_rows = [
+        u for u in usage_rows if (who is None or u["agent"] == who) and (model is None or u["model"] == model)
+    ]
+    message_rows = [_message_row(r) for r in records if r.kind == "SentMessage"]
+    if who is not None:
+        message_rows = [m for m in message_rows if who in (m["sender"], m["recipient"])]
+    questions = {m["message_id"]: m["content"] for m in message_rows if m["message_id"] == m["ask_id"]}
+    if who is not None or model is not None:  # the question of an ask the filtered agent took part in
+        wanted = {u["ask_id"] for u in usage_rows} | {m["ask_id"] for m in message_rows}
+        questions.update({_question(r) for r in records if r.kind == "SentMessage" and r.message_id in wanted})
+    usage = _usage_frame(usage_rows)
+    messages = _messages_frame(message_rows)
+    if model is not None:  # messages carry no model: keep those of the asks that used it
+        messages = messages[messages["ask_id"].isin(set(usage["ask_id"]))].reset_index(drop=True)
+    runs = _runs_frame(usage)
+    asks = _asks_frame(usage, messages, questions, names)
+    return History(asks=asks, runs=runs, usage=usage, messages=messages)
+
+
+def _question(record: StoredRecord) -> tuple[str | None, Any]:
+    return record.message_id, _fields(record.payload, "message").get("content")
+
+
+def _fields(payload: dict[str, Any], name: str) -> dict[str, Any]:
+    value = (payload.get("fields") or {}).get(name) or {}
+    data = value.get("$data") if isinstance(value, dict) and "$type" in value else value
+    return data if isinstance(data, dict) else {}
+
+
+def _usage_row(record: StoredRecord) -> dict[str, Any]:
+    e = _fields(record.payload, "event")
+    tokens_in, tokens_out = e.get("input_tokens"), e.get("output_tokens")
+    unknown = tokens_in is None and tokens_out is None
+    started = e.get("started_at")
+    return {
+        "team_id": record.team_id,
+        "ask_id": e.get("ask_id") or record.ask_id,
+        "run_id": e.get("run_id"),
+        "agent": e.get("agent"),
+        "role": e.get("role", ""),
+        "model": e.get("model"),
+        "requests": e.get("requests", 1),
+        "input_tokens": tokens_in,
+        "output_tokens": tokens_out,
+        "total_tokens": None if unknown else (tokens_in or 0) + (tokens_out or 0),
+        "cost_usd": e.get("cost_usd"),
+        "started_at": datetime.fromisoformat(started) if isinstance(started, str) else record.created_at,
+        "duration_s": e.get("duration_s", 0.0),
+        "estimated": bool(e.get("estimated", False)),
+        "cost_source": e.get("cost_source"),
+        "ok": bool(e.get("ok", True)),
+    }
+
+
+def _message_row(record: StoredRecord) -> dict[str, Any]:
+    inner = (record.payload.get("fields") or {}).get("message") or {}
+    data = _fields(record.payload, "message")
+    klass = str(inner.get("$type", "")) if isinstance(inner, dict) else ""
+    return {
+        "seq": record.seq,
+        "team_id": record.team_id,
+        "ask_id": record.ask_id,
+        "created_at": record.created_at,
+        "sender": record.sender,
+        "recipient": record.recipient,
+        "type": data.get("type"),
+        "content": data.get("content"),
+        "message_id": record.message_id,
+        "message_class": klass.rpartition(".")[2],
+    }
+
+
+def _usage_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    import pandas as pd
+
+    frame = pd.DataFrame(rows, columns=USAGE_COLUMNS)
+    frame["requests"] = frame["requests"].astype("int64")
+    for c in _TOKENS:  # unknown token counts stay <NA>, never a made-up 0 (as lab.usage())
+        frame[c] = frame[c].astype("Int64" if frame[c].isna().any() else "int64")
+    frame["estimated"] = frame["estimated"].astype("bool")
+    frame["ok"] = frame["ok"].astype("bool")
+    frame["cost_usd"] = frame["cost_usd"].astype("Float64")
+    frame["duration_s"] = frame["duration_s"].astype("float64")
+    frame["started_at"] = pd.to_datetime(frame["started_at"], utc=True)
+    return frame
+
+
+def _sum_cost(frame: pd.DataFrame, keys: list[str]) -> pd.Series:
+    """Summed cost per group, <NA> where any request could not be priced."""
+    grouped = frame.groupby(keys, sort=False, dropna=False)["cost_usd"]
+    unpriced = frame["cost_usd"].isna().groupby([frame[k] for k in keys], sort=False, dropna=False).any()
+    return grouped.sum().mask(unpriced)
+
+
+def _runs_frame(usage: pd.DataFrame) -> pd.DataFrame:
+    import pandas as pd
+
+    keys = ["team_id", "ask_id", "run_id", "agent", "role", "model"]
+    if usage.empty:
+        return pd.DataFrame(columns=RUN_COLUMNS)
+    grouped = usage.groupby(keys, sort=False, dropna=False)
+    out = grouped[["requests", *_TOKENS]].sum()
+    out["cost_usd"] = _sum_cost(usage, keys)
+    out["started_at"] = grouped["started_at"].min()
+    out["duration_s"] = grouped["duration_s"].sum()
+    out["ok"] = grouped["ok"].all()
+    return out.reset_index()[RUN_COLUMNS]
+
+
+def _messages_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    import pandas as pd
+
+    frame = pd.DataFrame(rows, columns=MESSAGE_COLUMNS)
+    frame["seq"] = frame["seq"].astype("int64")
+    frame["created_at"] = pd.to_datetime(frame["created_at"], utc=True)
+    return frame
+
+
+def _asks_frame(
+    usage: pd.DataFrame, messages: pd.DataFrame, questions: dict[str | None, Any], names: dict[str, str]
+) -> pd.DataFrame:
+    import pandas as pd
+
+    seen: dict[str, dict[str, Any]] = {}
+    for ask_id, team_id, when in zip(messages["ask_id"], messages["team_id"], messages["created_at"], strict=True):
+        _span(seen, ask_id, team_id, when)
+    for ask_id, team_id, when in zip(usage["ask_id"], usage["team_id"], usage["started_at"], strict=True):
+        _span(seen, ask_id, team_id, when)
+    if not seen:
+        return pd.DataFrame(columns=ASK_COLUMNS)
+    asks = pd.DataFrame(list(seen.values()))
+    asks["team"] = asks["team_id"].map(lambda t: names.get(t, ""))
+    asks["question"] = asks["ask_id"].map(lambda a: questions.get(a))
+    asked = usage[usage["ask_id"].notna()]
+    if asked.empty:
+        sums = pd.DataFrame(index=pd.Index([], name="ask_id"))
+    else:
+        grouped = asked.groupby("ask_id", sort=False)
+        sums = grouped[["requests", *_TOKENS]].sum()
+        sums["cost_usd"] = _sum_cost(asked, ["ask_id"])
+        sums["agents"] = grouped["agent"].nunique()
+        sums["runs"] = grouped["run_id"].nunique()
+    asks = asks.merge(sums, how="left", left_on="ask_id", right_index=True)
+    for c in ["requests", "agents", "runs"]:
+        asks[c] = asks.get(c, pd.Series(dtype="float64")).fillna(0).astype("int64")
+    for c in _TOKENS:
+        asks[c] = asks.get(c, pd.Series(dtype="float64")).astype("Int64")
+    asks["cost_usd"] = asks.get("cost_usd", pd.Series(dtype="float64")).astype("Float64")
+    asks = asks.sort_values("first_at", kind="stable").reset_index(drop=True)
+    return asks[ASK_COLUMNS]
+
+
+def _span(seen: dict[str, dict[str, Any]], ask_id: Any, team_id: str, when: Any) -> None:
+    if not isinstance(ask_id, str):
+        return
+    row = seen.get(ask_id)
+    if row is None:
+        seen[ask_id] = {"ask_id": ask_id, "team_id": team_id, "first_at": when, "last_at": when}
+    else:
+        row["first_at"] = min(row["first_at"], when)
+        row["last_at"] = max(row["last_at"], when)

@@ -1,0 +1,233 @@
+"""PostgresStore: the same store on PostgreSQL (psycopg 3), for a shared deployment.
+
+The tables are those of the SQLite store, with PostgreSQL types: ``seq`` is an identity
+column, ``created_at`` a ``timestamptz`` and ``payload`` ``json`` (kept as written; cast to
+``jsonb`` to query it). A trigger refuses UPDATE and DELETE on ``events``. Each append is
+one transaction committed before it returns (the server's ``synchronous_commit``, on by
+default, makes that durable). ``schema`` puts the tables in their own schema (created if
+missing) instead of the connection's search path.
+
+One connection, used under a lock; a lost connection makes ``append`` raise
+``StoreError`` (the ``StoreSubscriber`` then warns once and the team goes on in memory).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from datetime import UTC, date, datetime
+from typing import TYPE_CHECKING, Any
+
+from aklab.core import OrchestratorMessage
+from aklab.errors import ConfigError
+from aklab.secrets import redact
+from aklab.store._base import (
+    SCHEMA_VERSION,
+    EventStore,
+    StoredRecord,
+    StoreError,
+    TeamInfo,
+    check_kinds,
+    check_team_id,
+)
+from aklab.store._codec import encode, scrub
+from aklab.store._sqlite import _record, _where
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = ["PostgresStore", "postgres_location"]
+
+INSTALL_HINT = "PostgresStore needs psycopg 3: pip install 'aklab[postgres]' (or pip install 'psycopg[binary]')"
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS events (
+    seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    team_id TEXT NOT NULL,
+    record_id TEXT NOT NULL,
+    ask_id TEXT,
+    kind TEXT NOT NULL,
+    event_type TEXT,
+    message_id TEXT,
+    sender TEXT,
+    sender_role TEXT,
+    sender_id TEXT,
+    recipient TEXT,
+    recipient_id TEXT,
+    created_at TIMESTAMPTZ NOT NULL,
+    payload JSON NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_team ON events (team_id, seq);
+CREATE INDEX IF NOT EXISTS events_ask ON events (ask_id) WHERE ask_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS events_kind ON events (kind, event_type);
+CREATE OR REPLACE FUNCTION aklab_events_append_only() RETURNS trigger LANGUAGE plpgsql AS
+    $$ BEGIN RAISE EXCEPTION 'events are append-only'; END $$;
+DO $$ BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'events_append_only' AND tgrelid = 'events'::regclass)
+    THEN CREATE TRIGGER events_append_only BEFORE UPDATE OR DELETE ON events
+        FOR EACH ROW EXECUTE FUNCTION aklab_events_append_only();
+    END IF;
+END $$;
+CREATE TABLE IF NOT EXISTS teams (
+    team_id TEXT PRIMARY KEY,
+    name TEXT NOT NULL DEFAULT '',
+    created_at TIMESTAMPTZ NOT NULL,
+    last_activity TIMESTAMPTZ NOT NULL,
+    metadata JSON NOT NULL DEFAULT '{{}}'
+);
+CREATE TABLE IF NOT EXISTS aklab_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO aklab_meta (key, value) VALUES ('schema_version', '{SCHEMA_VERSION}') ON CONFLICT (key) DO NOTHING;
+"""
+_COLUMNS = (
+    "team_id, record_id, ask_id, kind, event_type, message_id, sender, sender_role, sender_id, "
+    "recipient, recipient_id, created_at, payload"
+)
+_INSERT = f"INSERT INTO events ({_COLUMNS}) VALUES ({', '.join(['%s'] * 12)}, %s::json) RETURNING seq"
+_TOUCH_TEAM = (
+    "INSERT INTO teams (team_id, created_at, last_activity) VALUES (%s, %s, %s) "
+    "ON CONFLICT (team_id) DO UPDATE SET last_activity = GREATEST(teams.last_activity, excluded.last_activity)"
+)
+_SAVE_TEAM = (
+    "INSERT INTO teams (team_id, name, created_at, last_activity, metadata) VALUES (%s, %s, %s, %s, %s::json) "
+    "ON CONFLICT (team_id) DO UPDATE SET name = excluded.name, metadata = excluded.metadata"
+)
+#: Serializes schema creation between processes (an arbitrary 64-bit key).
+_SCHEMA_LOCK = 0x616B6C6162
+
+
+def postgres_location(dsn: str) -> str:
+    """``postgresql://user@host:port/db``: the DSN without password or options, for display."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+
+        parts = conninfo_to_dict(dsn)
+    except Exception:
+        return "postgresql://(unparsable dsn)"
+    user = f"{parts['user']}@" if parts.get("user") else ""
+    host = parts.get("host") or "localhost"
+    port = f":{parts['port']}" if parts.get("port") else ""
+    return f"postgresql://{user}{host}{port}/{parts.get('dbname') or ''}"
+
+
+class PostgresStore(EventStore):
+    """The event store in a PostgreSQL database (``dsn``: a libpq URL or key=value string)."""
+
+    def __init__(self, dsn: str, *, schema: str | None = None, connect_timeout: float = 10.0) -> None:
+        try:
+            import psycopg
+        except ImportError as exc:
+            raise ConfigError(INSTALL_HINT) from exc
+        if not isinstance(dsn, str) or not dsn:
+            raise ConfigError("PostgresStore(dsn): give a DSN such as 'postgresql://user@host:5432/dbname'")
+        self.location = postgres_location(dsn) + (f" (schema {schema})" if schema else "")
+        self.read_only: str | None = None
+        self._lock = threading.Lock()
+        try:
+            self._conn: psycopg.Connection[Any] | None = psycopg.connect(
+                dsn, autocommit=True, connect_timeout=max(1, round(connect_timeout))
+            )
+        except psycopg.Error as exc:
+            raise StoreError(f"event store {self.location}: cannot connect: {redact(str(exc)).strip()}") from exc
+        try:
+            self._setup(schema)
+        except BaseException:
+            self.close()
+            raise
+
+    def _setup(self, schema: str | None) -> None:
+        import psycopg
+        from psycopg import sql
+
+        conn = self._db()
+        try:
+            conn.execute("SET TIME ZONE 'UTC'")
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+                if schema:
+                    conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+                    conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+                conn.execute(_SCHEMA.encode())
+                row = conn.execute("SELECT value FROM aklab_meta WHERE key = 'schema_version'").fetchone()
+        except psycopg.Error as exc:
+            raise self._wrap(exc, "create its tables") from exc
+        if row is not None and int(row[0]) > SCHEMA_VERSION:
+            raise StoreError(
+                f"event store {self.location} has schema version {row[0]}, newer than this aklab's "
+                f"({SCHEMA_VERSION}): upgrade aklab to read it"
+            )
+
+    def _db(self) -> psycopg.Connection[Any]:
+        if self._conn is None:
+            raise StoreError(f"event store {self.location} is closed")
+        return self._conn
+
+    def _wrap(self, exc: Exception, doing: str) -> StoreError:
+        return StoreError(f"event store {self.location}: {doing} failed: {redact(str(exc)).strip()}")
+
+    # -- writing --------------------------------------------------------------------------
+    def append(self, record: OrchestratorMessage, team_id: str) -> int:
+        import psycopg
+
+        row = encode(record, check_team_id(team_id))
+        with self._lock:
+            conn = self._db()
+            try:
+                with conn.transaction():
+                    fetched = conn.execute(_INSERT, row).fetchone()
+                    conn.execute(_TOUCH_TEAM, (row.team_id, row.created_at, row.created_at))
+            except psycopg.Error as exc:
+                raise self._wrap(exc, "append") from exc
+        assert fetched is not None
+        return int(fetched[0])
+
+    def save_team(self, team_id: str, *, name: str, metadata: dict[str, Any] | None = None) -> None:
+        import json
+
+        import psycopg
+
+        check_team_id(team_id)
+        now = datetime.now(UTC)
+        meta = json.dumps(scrub(metadata or {}), ensure_ascii=False, default=str)
+        with self._lock:
+            try:
+                self._db().execute(_SAVE_TEAM, (team_id, name, now, now, meta))
+            except psycopg.Error as exc:
+                raise self._wrap(exc, "save the team") from exc
+
+    # -- reading --------------------------------------------------------------------------
+    def records(
+        self,
+        team_id: str | None = None,
+        *,
+        since: int | datetime | date | str | None = None,
+        until: datetime | date | str | None = None,
+        kinds: Iterable[str] | None = None,
+        ask_id: str | None = None,
+    ) -> list[StoredRecord]:
+        import psycopg
+
+        where, args = _where(team_id, since, until, check_kinds(kinds), ask_id, mark="%s")
+        query = f"SELECT seq, {_COLUMNS} FROM events{where} ORDER BY seq"
+        with self._lock:
+            try:
+                rows = self._db().execute(query.encode(), args).fetchall()
+            except psycopg.Error as exc:
+                raise self._wrap(exc, "read") from exc
+        return [_record(r) for r in rows]
+
+    def teams(self) -> list[TeamInfo]:
+        import psycopg
+
+        query = "SELECT team_id, name, created_at, last_activity, metadata FROM teams ORDER BY last_activity DESC"
+        with self._lock:
+            try:
+                rows = self._db().execute(query).fetchall()
+            except psycopg.Error as exc:
+                raise self._wrap(exc, "read the teams") from exc
+        return [TeamInfo(r[0], r[1], r[2].astimezone(UTC), r[3].astimezone(UTC), r[4]) for r in rows]
+
+    def close(self) -> None:
+        with self._lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()

@@ -1,0 +1,445 @@
+"""SqliteStore: the embedded default, one file per project folder (``.aklab/events.sqlite3``).
+
+Durability: WAL journal with ``synchronous=NORMAL`` by default. Each ``append`` is its own
+transaction, committed before it returns, so a record is in the WAL before the member that
+made it handles its next message: a killed kernel (SIGKILL, a crash, a restart) loses
+nothing. What NORMAL gives up is the fsync per commit: after a *power loss or OS crash*
+the last commits may be rolled back (the file stays consistent). ``synchronous="FULL"``
+syncs the WAL on every commit and survives that too, at the price of one fsync per record
+(milliseconds on most disks, see the figures in ``/tmp/aklab-notes/done-store.md``).
+
+Damage: opening checks the header (a file shorter than its header says is truncated) and
+runs ``PRAGMA quick_check`` (``verify=False`` skips it); a damaged file raises
+:class:`StoreCorruptError` naming :meth:`SqliteStore.recover`, which copies every record
+readable before the damage into a fresh file and keeps the damaged one aside.
+
+A file that cannot be written (read-only file or file system) is opened read-only:
+``store.read_only`` says why, reading works, and ``append`` raises ``StoreError``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from aklab.core import OrchestratorMessage
+from aklab.errors import ConfigError
+from aklab.store._base import (
+    SCHEMA_VERSION,
+    EventStore,
+    StoreCorruptError,
+    StoredRecord,
+    StoreError,
+    TeamInfo,
+    check_kinds,
+    check_team_id,
+    to_utc,
+)
+from aklab.store._codec import Row, encode
+
+__all__ = ["DEFAULT_STORE_DIR", "DEFAULT_STORE_FILE", "RecoveryReport", "SqliteStore", "default_store_path"]
+
+DEFAULT_STORE_DIR = ".aklab"
+DEFAULT_STORE_FILE = "events.sqlite3"
+#: How long a writer waits for another process holding the file's write lock.
+BUSY_TIMEOUT = 5.0
+_READ_CHUNK = 1_000
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY,
+    team_id TEXT NOT NULL,
+    record_id TEXT NOT NULL,
+    ask_id TEXT,
+    kind TEXT NOT NULL,
+    event_type TEXT,
+    message_id TEXT,
+    sender TEXT,
+    sender_role TEXT,
+    sender_id TEXT,
+    recipient TEXT,
+    recipient_id TEXT,
+    created_at TEXT NOT NULL,
+    payload TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_team ON events (team_id, seq);
+CREATE INDEX IF NOT EXISTS events_ask ON events (ask_id) WHERE ask_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS events_kind ON events (kind, event_type);
+CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events
+    BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events
+    BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+CREATE TABLE IF NOT EXISTS teams (
+    team_id TEXT PRIMARY KEY,
+    name TEXT NOT NULL DEFAULT '',
+    created_at TEXT NOT NULL,
+    last_activity TEXT NOT NULL,
+    metadata TEXT NOT NULL DEFAULT '{{}}'
+);
+CREATE TABLE IF NOT EXISTS aklab_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT OR IGNORE INTO aklab_meta (key, value) VALUES ('schema_version', '{SCHEMA_VERSION}');
+"""
+_COLUMNS = (
+    "team_id, record_id, ask_id, kind, event_type, message_id, sender, sender_role, sender_id, "
+    "recipient, recipient_id, created_at, payload"
+)
+_INSERT = f"INSERT INTO events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_TOUCH_TEAM = (
+    "INSERT INTO teams (team_id, created_at, last_activity) VALUES (?, ?, ?) "
+    "ON CONFLICT (team_id) DO UPDATE SET last_activity = max(last_activity, excluded.last_activity)"
+)
+_SAVE_TEAM = (
+    "INSERT INTO teams (team_id, name, created_at, last_activity, metadata) VALUES (?, ?, ?, ?, ?) "
+    "ON CONFLICT (team_id) DO UPDATE SET name = excluded.name, metadata = excluded.metadata"
+)
+_CORRUPT_WORDS = ("malformed", "not a database", "corrupt", "disk image")
+
+
+def default_store_path(cwd: str | os.PathLike[str] | None = None) -> Path:
+    """``<cwd>/.aklab/events.sqlite3``: one store per project folder (the working directory by default)."""
+    return Path(os.getcwd() if cwd is None else cwd) / DEFAULT_STORE_DIR / DEFAULT_STORE_FILE
+
+
+def _iso(when: datetime) -> str:
+    return when.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+@dataclass(frozen=True)
+class RecoveryReport:
+    """What :meth:`SqliteStore.recover` kept."""
+
+    path: Path
+    damaged_path: Path
+    records: int
+    teams: int
+    last_seq: int
+    stopped_at: str | None
+    """Why reading stopped before the end (the damage), or None if everything was read."""
+
+    def __str__(self) -> str:
+        text = (
+            f"recovered {self.records:,} records of {self.teams} team{'s' if self.teams != 1 else ''} "
+            f"into {self.path} (up to seq {self.last_seq}); the damaged file is kept as {self.damaged_path}"
+        )
+        return text + (f"; reading stopped at the damage: {self.stopped_at}" if self.stopped_at else "")
+
+
+class SqliteStore(EventStore):
+    """The event store in one SQLite file (created with its folder if missing)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
+        verify: bool = True,
+    ) -> None:
+        """Open (or create) the store at ``path`` (default: :func:`default_store_path`).
+
+        ``synchronous``: ``NORMAL`` (default) survives a killed process, ``FULL`` also a power
+        loss (see the module docstring). ``verify`` runs ``PRAGMA quick_check`` on open.
+        Raises :class:`StoreCorruptError` for a damaged file, :class:`StoreError` if it
+        cannot be opened at all.
+        """
+        if synchronous not in ("NORMAL", "FULL"):
+            raise ConfigError(f"synchronous={synchronous!r}: choose 'NORMAL' (the default) or 'FULL'")
+        self.path = Path(default_store_path() if path is None else path).expanduser().absolute()
+        self.location = f"sqlite:{self.path}"
+        self.synchronous = synchronous
+        self.read_only: str | None = None
+        """Why the store cannot be written (None if it can)."""
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._check_header()
+        self._conn = self._open()
+        if verify:
+            self._verify()
+        if self.read_only is None:
+            self._create_schema()
+        self._check_version()
+
+    # -- opening ------------------------------------------------------------------------
+    def _check_header(self) -> None:
+        try:
+            with open(self.path, "rb") as f:
+                header = f.read(100)
+                size = os.fstat(f.fileno()).st_size
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise StoreError(f"event store {self.path}: cannot read it: {exc}") from exc
+        if not header:
+            return  # an empty file becomes a new store
+        if len(header) < 100 or not header.startswith(b"SQLite format 3\x00"):
+            raise self._corrupt("not an SQLite database (bad header)")
+        page_size = int.from_bytes(header[16:18], "big")
+        page_size = 65536 if page_size == 1 else page_size
+        pages = int.from_bytes(header[28:32], "big")
+        if header[24:28] == header[92:96] and pages and size < pages * page_size:
+            raise self._corrupt(f"truncated: {size:,} bytes where the header counts {pages * page_size:,}")
+
+    def _corrupt(self, detail: str) -> StoreCorruptError:
+        return StoreCorruptError(
+            f"the event store {self.path} is damaged ({detail}); "
+            f"aklab.store.SqliteStore.recover({str(self.path)!r}) copies every record readable before the "
+            "damage to a fresh file and keeps the damaged one aside"
+        )
+
+    def _connect(self, uri: str | None = None) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            uri or str(self.path),
+            timeout=BUSY_TIMEOUT,
+            check_same_thread=False,  # appends come from every member's thread, under self._lock
+            isolation_level=None,  # explicit BEGIN IMMEDIATE / COMMIT
+            uri=uri is not None,
+        )
+        return conn
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            if not self.path.exists():
+                raise StoreError(f"event store {self.path}: cannot create its folder: {exc}") from exc
+        try:
+            conn = self._connect()
+            try:
+                mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+                conn.execute(f"PRAGMA synchronous={self.synchronous}")
+                if str(mode).lower() != "wal":
+                    raise sqlite3.OperationalError(f"could not switch to WAL (journal_mode is {mode})")
+                return conn
+            except BaseException:
+                conn.close()
+                raise
+        except sqlite3.DatabaseError as exc:
+            if not _is_read_only(exc) or not self.path.exists():
+                raise self._wrap(exc, "open") from exc
+            reason = str(exc)
+        return self._open_read_only(reason)
+
+    def _open_read_only(self, reason: str) -> sqlite3.Connection:
+        """The file (or its folder) cannot be written: read it as it is."""
+        self.read_only = reason
+        last: sqlite3.Error | None = None
+        for query in ("mode=ro", "immutable=1"):  # immutable: a WAL file whose -shm cannot be made
+            try:
+                conn = self._connect(f"{self.path.as_uri()}?{query}")
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+                return conn
+            except sqlite3.Error as exc:
+                last = exc
+        assert last is not None
+        raise self._wrap(last, "open (read-only)") from last
+
+    def _verify(self) -> None:
+        try:
+            result = self._db().execute("PRAGMA quick_check(1)").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            raise self._corrupt(str(exc)) from exc
+        if result != "ok":
+            self.close()
+            raise self._corrupt(str(result))
+
+    def _create_schema(self) -> None:
+        conn = self._db()
+        try:
+            conn.executescript(f"BEGIN IMMEDIATE;\n{_SCHEMA}\nCOMMIT;")
+        except sqlite3.DatabaseError as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            if _is_read_only(exc):
+                self.read_only = str(exc)
+                return
+            self.close()
+            raise self._wrap(exc, "create its tables") from exc
+
+    def _check_version(self) -> None:
+        try:
+            row = self._db().execute("SELECT value FROM aklab_meta WHERE key = 'schema_version'").fetchone()
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            raise self._wrap(exc, "read its schema version") from exc
+        if row is not None and int(row[0]) > SCHEMA_VERSION:
+            self.close()
+            raise StoreError(
+                f"event store {self.path} has schema version {row[0]}, newer than this aklab's "
+                f"({SCHEMA_VERSION}): upgrade aklab to read it"
+            )
+
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StoreError(f"event store {self.path} is closed")
+        return self._conn
+
+    def _wrap(self, exc: sqlite3.Error, doing: str) -> StoreError:
+        text = str(exc)
+        if isinstance(exc, sqlite3.DatabaseError) and any(w in text.lower() for w in _CORRUPT_WORDS):
+            return self._corrupt(text)
+        return StoreError(f"event store {self.path}: {doing} failed: {text}")
+
+    # -- writing --------------------------------------------------------------------------
+    def append(self, record: OrchestratorMessage, team_id: str) -> int:
+        row = encode(record, check_team_id(team_id))
+        return self._insert(row)
+
+    def _insert(self, row: Row) -> int:
+        if self.read_only is not None:
+            raise StoreError(f"event store {self.path} is read-only ({self.read_only}): records are not stored")
+        created = _iso(row.created_at)
+        with self._lock:
+            conn = self._db()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                seq = conn.execute(_INSERT, (*row[:11], created, row.payload)).lastrowid
+                conn.execute(_TOUCH_TEAM, (row.team_id, created, created))
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    try:
+                        conn.execute("ROLLBACK")
+                    except sqlite3.Error:
+                        pass
+                raise self._wrap(exc, "append") from exc
+        assert seq is not None
+        return seq
+
+    def save_team(self, team_id: str, *, name: str, metadata: dict[str, Any] | None = None) -> None:
+        from aklab.store._codec import scrub
+
+        check_team_id(team_id)
+        if self.read_only is not None:
+            raise StoreError(f"event store {self.path} is read-only ({self.read_only}): the team is not saved")
+        now = _iso(datetime.now(UTC))
+        meta = json.dumps(scrub(metadata or {}), ensure_ascii=False, default=str)
+        with self._lock:
+            conn = self._db()
+            try:
+                conn.execute(_SAVE_TEAM, (team_id, name, now, now, meta))
+            except sqlite3.Error as exc:
+                raise self._wrap(exc, "save the team") from exc
+
+    # -- reading --------------------------------------------------------------------------
+    def records(
+        self,
+        team_id: str | None = None,
+        *,
+        since: int | datetime | date | str | None = None,
+        until: datetime | date | str | None = None,
+        kinds: Iterable[str] | None = None,
+        ask_id: str | None = None,
+    ) -> list[StoredRecord]:
+        where, args = _where(team_id, since, until, check_kinds(kinds), ask_id)
+        sql = f"SELECT seq, {_COLUMNS} FROM events{where} ORDER BY seq"
+        with self._lock:
+            try:
+                rows = self._db().execute(sql, args).fetchall()
+            except sqlite3.Error as exc:
+                raise self._wrap(exc, "read") from exc
+        return [_record(r) for r in rows]
+
+    def teams(self) -> list[TeamInfo]:
+        sql = "SELECT team_id, name, created_at, last_activity, metadata FROM teams ORDER BY last_activity DESC"
+        with self._lock:
+            try:
+                rows = self._db().execute(sql).fetchall()
+            except sqlite3.Error as exc:
+                raise self._wrap(exc, "read the teams") from exc
+        return [
+            TeamInfo(r[0], r[1], datetime.fromisoformat(r[2]), datetime.fromisoformat(r[3]), json.loads(r[4]))
+            for r in rows
+        ]
+
+    def close(self) -> None:
+        with self._lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()  # the last connection checkpoints the WAL into the file
+
+    # -- recovery -------------------------------------------------------------------------
+    @classmethod
+    def recover(cls, path: str | os.PathLike[str]) -> RecoveryReport:
+        """Move the damaged file at ``path`` aside (``<name>.damaged-<time>``, with its -wal and
+        -shm) and copy every record readable before the damage, with its seq, and the team
+        rows that can be read, into a fresh store at ``path``."""
+        from aklab.store._recover import recover
+
+        return recover(cls, Path(path))
+
+
+def _is_read_only(exc: sqlite3.Error) -> bool:
+    text = str(exc).lower()
+    return "readonly" in text or "read-only" in text or "unable to open" in text
+
+
+def _where(
+    team_id: str | None,
+    since: int | datetime | date | str | None,
+    until: datetime | date | str | None,
+    kinds: list[str] | None,
+    ask_id: str | None,
+    mark: str = "?",
+) -> tuple[str, list[Any]]:
+    """A WHERE clause for the records filter (``mark`` is the driver's placeholder)."""
+    clauses: list[str] = []
+    args: list[Any] = []
+    if team_id is not None:
+        clauses.append(f"team_id = {mark}")
+        args.append(team_id)
+    if since is not None:
+        if isinstance(since, bool):
+            raise ConfigError(f"since={since!r}: give a seq (int), a datetime or an ISO date")
+        if isinstance(since, int):
+            clauses.append(f"seq > {mark}")
+            args.append(since)
+        else:
+            clauses.append(f"created_at >= {mark}")
+            args.append(_time_arg(since, mark))
+    if until is not None:
+        clauses.append(f"created_at < {mark}")
+        args.append(_time_arg(until, mark))
+    if kinds is not None:
+        if not kinds:
+            return " WHERE 1 = 0", []
+        marks = ", ".join([mark] * len(kinds))
+        clauses.append(f"(kind IN ({marks}) OR event_type IN ({marks}))")
+        args.extend(kinds + kinds)
+    if ask_id is not None:
+        clauses.append(f"ask_id = {mark}")
+        args.append(ask_id)
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), args
+
+
+def _time_arg(when: datetime | date | str, mark: str) -> Any:
+    utc = to_utc(when)
+    return _iso(utc) if mark == "?" else utc
+
+
+def _record(r: tuple[Any, ...]) -> StoredRecord:
+    created = r[12]
+    if isinstance(created, str):
+        created = datetime.fromisoformat(created)
+    return StoredRecord(
+        r[0],
+        r[1],
+        r[2],
+        r[3],
+        r[4],
+        r[5],
+        r[6],
+        r[7],
+        r[8],
+        r[9],
+        r[10],
+        r[11],
+        created.astimezone(UTC),
+        json.loads(r[13]) if isinstance(r[13], str) else r[13],
+    )

@@ -1,0 +1,91 @@
+"""StoreSubscriber: the team log's records, appended to an event store as they happen."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from aklab.core import EventMessage, EventSubscriber, Message, OrchestratorMessage
+from aklab.store._base import EventStore, check_team_id
+
+__all__ = ["StoreSubscriber"]
+
+log = logging.getLogger("aklab.store")
+
+
+class StoreSubscriber(EventSubscriber):
+    """Appends every record of one team to ``store``, on the thread that made it.
+
+    The team log calls ``on_message`` synchronously, so a record is committed before the
+    member that made it goes on with its next message. Transient events (streamed partial
+    text: the full text arrives in the ``SentMessage``) are not stored.
+
+    A store failure (read-only or full disk, a lock held too long, a lost connection)
+    never reaches the actor: the subscriber logs ONE warning on the ``aklab.store`` logger,
+    sets ``failed`` to the reason, calls ``on_failure(reason)`` if given, and stores
+    nothing more (a store with a gap in the middle would resume wrongly); the team goes
+    on in memory. ``dropped`` counts the records not stored since.
+    """
+
+    def __init__(
+        self,
+        store: EventStore,
+        team_id: str,
+        *,
+        on_failure: Callable[[str], Any] | None = None,
+    ) -> None:
+        self.store = store
+        self.team_id = check_team_id(team_id)
+        self.on_failure = on_failure
+        self.failed: str | None = None
+        """Why records are no longer stored (None while they are)."""
+        self.stored = 0
+        self.dropped = 0
+        self.last_seq: int | None = None
+        self._lock = threading.Lock()
+        read_only = getattr(store, "read_only", None)
+        if read_only:
+            self._fail(f"the store is read-only ({read_only})", None)
+
+    def on_message(self, message: Message) -> None:
+        if not isinstance(message, OrchestratorMessage):
+            return
+        if isinstance(message, EventMessage) and getattr(type(message.event), "aklab_transient", False):
+            return
+        if self.failed is not None:
+            self.dropped += 1
+            return
+        try:
+            seq = self.store.append(message, self.team_id)
+        except Exception as exc:  # never into the actor: the team goes on in memory
+            self.dropped += 1
+            self._fail(str(exc), message)
+            return
+        self.stored += 1
+        self.last_seq = seq
+
+    def _fail(self, reason: str, record: OrchestratorMessage | None) -> None:
+        with self._lock:
+            if self.failed is not None:
+                return
+            self.failed = reason
+        what = f" while storing a {type(record).__name__}" if record is not None else ""
+        log.warning(
+            "event store %s failed%s: %s. The team keeps working in memory, but its records are no "
+            "longer stored (history and resume will stop here); fix the store (free space, file "
+            "permissions, another store path) and start the team again to store it",
+            self.store.location,
+            what,
+            reason,
+        )
+        if self.on_failure is not None:
+            try:
+                self.on_failure(reason)
+            except Exception:
+                log.exception("on_failure callback of %r failed", self)
+
+    def __repr__(self) -> str:
+        state = f"failed: {self.failed}" if self.failed else f"{self.stored} stored"
+        return f"<StoreSubscriber team={self.team_id} {self.store.location} ({state})>"

@@ -1,0 +1,249 @@
+"""The EventStore contract, run against SQLite and a real PostgreSQL server."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from aklab.agent import AgentMessage
+from aklab.core import ActorAddress, ErrorMessage, EventMessage, HandledMessage, SentMessage, StartMessage
+from aklab.llm import LlmUsageEvent
+from aklab.secrets import register_secret
+from aklab.store import EventStore, SqliteStore, StoreError, new_team_id
+
+HUMAN = ActorAddress("h" * 32, "@Human", "Human", team_id="t", is_user_proxy=True)
+MANAGER = ActorAddress("m" * 32, "@Manager", "Manager", team_id="t")
+
+
+def sent(content: str, ask_id: str | None = None, *, sender: ActorAddress = HUMAN) -> SentMessage:
+    inner = AgentMessage(content=content, sender=sender, recipient=MANAGER, ask_id=ask_id)
+    return SentMessage(sender=sender, recipient=MANAGER, message=inner, ask_id=ask_id)
+
+
+def usage(ask_id: str | None = None, **fields: object) -> EventMessage:
+    event = LlmUsageEvent(agent="@Manager", role="Manager", run_id="r1", model="demo", ask_id=ask_id, **fields)  # type: ignore[arg-type]
+    return EventMessage(sender=MANAGER, event=event, ask_id=ask_id)
+
+
+@dataclasses.dataclass
+class Plain:
+    """An event that is no pydantic model."""
+
+    agent: str
+    count: int
+
+
+class Opaque:
+    def __repr__(self) -> str:
+        return "<Opaque thing>"
+
+
+def raw_text(store: EventStore) -> str:
+    """Everything the store holds, as the database renders it."""
+    if isinstance(store, SqliteStore):
+        import sqlite3
+
+        conn = sqlite3.connect(store.path)
+        try:
+            rows = conn.execute("SELECT * FROM events").fetchall() + conn.execute("SELECT * FROM teams").fetchall()
+        finally:
+            conn.close()
+        return repr(rows)
+    conn2 = store._db()  # type: ignore[attr-defined]
+    events = conn2.execute("SELECT events::text FROM events").fetchall()
+    teams = conn2.execute("SELECT teams::text FROM teams").fetchall()
+    return repr(events + teams)
+
+
+def raw_execute(store: EventStore, sql: str) -> None:
+    if isinstance(store, SqliteStore):
+        import sqlite3
+
+        conn = sqlite3.connect(store.path, isolation_level=None)
+        try:
+            conn.execute(sql)
+        finally:
+            conn.close()
+    else:
+        store._db().execute(sql)  # type: ignore[attr-defined]
+
+
+def test_records_come_back_typed_in_append_order(store: EventStore) -> None:
+    team = new_team_id()
+    question = sent("Write a hello function", "ask1")
+    question.message.id = "ask1"
+    seqs = [
+        store.append(question, team),
+        store.append(usage("ask1", input_tokens=None, output_tokens=7, cost_usd=None, estimated=True), team),
+        store.append(
+            ErrorMessage(
+                sender=MANAGER, exception_type="ValueError", exception_value="bad", current_message=question.message
+            ),
+            team,
+        ),
+        store.append(HandledMessage(sender=MANAGER, message_id="ask1"), team),
+    ]
+    assert seqs == sorted(seqs) and len(set(seqs)) == 4
+    rows = store.records(team)
+    assert [r.seq for r in rows] == seqs
+    assert [r.kind for r in rows] == ["SentMessage", "EventMessage", "ErrorMessage", "HandledMessage"]
+    assert rows[0].sender == "@Human" and rows[0].recipient == "@Manager" and rows[0].ask_id == "ask1"
+    assert [r.message_id for r in rows] == ["ask1", None, "ask1", "ask1"]
+    assert rows[1].event_type == "LlmUsageEvent"
+
+    first = rows[0].message()
+    assert isinstance(first, SentMessage) and isinstance(first.message, AgentMessage)
+    assert first.message.content == "Write a hello function" and first.message.type == "request"
+    assert first.message.sender == HUMAN and first.message.sender.is_user_proxy
+    assert not first.message.sender.is_alive()  # identity only: no live actor
+    assert first.created_at == question.created_at and first.id == question.id
+
+    event = rows[1].message()
+    assert isinstance(event, EventMessage) and isinstance(event.event, LlmUsageEvent)
+    assert event.event.input_tokens is None and event.event.output_tokens == 7
+    assert event.event.cost_usd is None and event.event.estimated and event.event.ask_id == "ask1"
+
+    error = rows[2].message()
+    assert isinstance(error, ErrorMessage) and isinstance(error.current_message, AgentMessage)
+    assert (error.exception_type, error.exception_value) == ("ValueError", "bad")
+
+
+def test_records_filter_by_team_seq_time_kind_and_ask(store: EventStore) -> None:
+    a, b = new_team_id(), new_team_id()
+    t0 = datetime(2026, 1, 1, 12, tzinfo=UTC)
+    for i in range(6):
+        record = sent(f"m{i}", f"ask{i % 2}") if i % 3 else usage(f"ask{i % 2}")
+        record.created_at = t0 + timedelta(hours=i)
+        store.append(record, a if i < 4 else b)
+    all_a = store.records(a)
+    assert len(all_a) == 4 and len(store.records(b)) == 2 and len(store.records()) == 6
+    assert [r.seq for r in store.records(a, since=all_a[1].seq)] == [r.seq for r in all_a[2:]]
+    assert len(store.records(since=t0 + timedelta(hours=2), until=t0 + timedelta(hours=5))) == 3
+    assert len(store.records(since="2026-01-02")) == 0
+    assert {r.kind for r in store.records(kinds=["SentMessage"])} == {"SentMessage"}
+    assert {r.event_type for r in store.records(kinds=["LlmUsageEvent"])} == {"LlmUsageEvent"}
+    assert len(store.records(kinds=[])) == 0
+    assert {r.ask_id for r in store.records(a, ask_id="ask1")} == {"ask1"}
+
+
+def test_teams_have_name_metadata_and_last_activity(store: EventStore) -> None:
+    old, new = new_team_id(), new_team_id()
+    store.save_team(old, name="dev-team", metadata={"entry": "@Manager", "models": ["demo"]})
+    now = datetime.now(UTC)
+    early = sent("hi")
+    early.created_at = now + timedelta(hours=1)
+    store.append(early, old)
+    later = sent("hi again")
+    later.created_at = now + timedelta(hours=2)
+    store.append(later, new)
+    store.append(early, new)  # an older record does not move last_activity back
+    teams = store.teams()
+    assert [t.team_id for t in teams] == [new, old]
+    assert teams[0].last_activity == later.created_at and teams[1].last_activity == early.created_at
+    assert teams[1].name == "dev-team" and teams[1].metadata == {"entry": "@Manager", "models": ["demo"]}
+    assert teams[0].name == ""
+    store.save_team(new, name="renamed")
+    assert store.teams()[0].name == "renamed"
+
+
+def test_an_append_is_visible_to_another_connection_when_it_returns(make_store: Callable[[], EventStore]) -> None:
+    writer, reader = make_store(), make_store()
+    team = new_team_id()
+    seq = writer.append(sent("durable"), team)
+    assert [r.seq for r in reader.records(team)] == [seq]
+
+
+def test_addresses_are_stored_as_identity_never_as_the_live_actor(store: EventStore) -> None:
+    live = ActorAddress("a" * 32, "@Dev", "Developer", team_id="t", ref=Opaque())  # type: ignore[arg-type]
+    team = new_team_id()
+    store.append(sent("x", sender=live), team)
+    store.append(StartMessage(sender=live, config={"who": live, "thing": Opaque()}), team)
+    payload = store.records(team)[0].payload
+    assert payload["fields"]["sender"] == {
+        "agent_id": "a" * 32,
+        "name": "@Dev",
+        "role": "Developer",
+        "team_id": "t",
+        "is_user_proxy": False,
+    }
+    text = raw_text(store)
+    assert "ref" not in str(payload["fields"]["sender"]) and "pykka" not in text
+    start = store.records(team, kinds=["StartMessage"])[0].message()
+    assert start.config["who"]["name"] == "@Dev"  # type: ignore[attr-defined]
+    assert start.config["thing"] == "<tests.store.test_contract.Opaque: <Opaque thing>>"  # type: ignore[attr-defined]
+
+
+def test_events_of_any_class_keep_their_class(store: EventStore) -> None:
+    team = new_team_id()
+    store.append(EventMessage(sender=MANAGER, event=Plain("@Manager", 3)), team)
+    store.append(EventMessage(sender=MANAGER, event={"free": "form"}), team)
+    plain, free = (r.message() for r in store.records(team))
+    assert isinstance(plain, EventMessage) and plain.event == Plain("@Manager", 3)
+    assert isinstance(free, EventMessage) and free.event == {"free": "form"}
+    assert store.records(team)[0].event_type == "Plain"
+
+
+def test_no_secret_enters_the_store(store: EventStore) -> None:
+    key = "sk-contract-" + new_team_id()
+    register_secret(key)
+    team = new_team_id()
+    store.save_team(team, name="t", metadata={"note": f"key {key}", "api_key": "unregistered-value-123"})
+    store.append(sent(f"my key is {key}"), team)
+    store.append(ErrorMessage(sender=MANAGER, exception_type="HTTPError", exception_value=f"401 for {key}"), team)
+    store.append(
+        EventMessage(sender=MANAGER, event={"headers": {"Authorization": "Bearer abcdefghijklmnop"}, "k": key}), team
+    )
+    text = raw_text(store)
+    assert key not in text and "abcdefghijklmnop" not in text and "unregistered-value-123" not in text
+    assert "[redacted]" in text
+
+
+def test_events_are_append_only(store: EventStore) -> None:
+    store.append(sent("x"), new_team_id())
+    for sql in ("UPDATE events SET kind = 'forged'", "DELETE FROM events"):
+        with pytest.raises(Exception, match="append-only"):
+            raw_execute(store, sql)
+    assert [r.kind for r in store.records()] == ["SentMessage"]
+
+
+def test_appends_from_many_threads_are_all_kept_in_each_threads_order(store: EventStore) -> None:
+    team = new_team_id()
+    errors: list[BaseException] = []
+
+    def work(t: int) -> None:
+        try:
+            for i in range(40):
+                store.append(sent(f"{t}:{i}"), team)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=60)
+    assert not errors
+    contents = [r.payload["fields"]["message"]["$data"]["content"] for r in store.records(team)]
+    assert len(contents) == 160
+    for t in range(4):
+        assert [c for c in contents if c.startswith(f"{t}:")] == [f"{t}:{i}" for i in range(40)]
+
+
+def test_a_closed_store_says_so(store: EventStore) -> None:
+    store.close()
+    store.close()  # idempotent
+    with pytest.raises(StoreError, match="closed"):
+        store.append(sent("x"), new_team_id())
+    with pytest.raises(StoreError, match="closed"):
+        store.records()
+
+
+def test_a_team_id_is_required(store: EventStore) -> None:
+    from aklab.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="team_id"):
+        store.append(sent("x"), "")
