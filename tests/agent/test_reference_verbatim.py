@@ -259,3 +259,14 @@ def test_the_slash_command_examples_reach_the_manager(quick_start: dict[str, Any
 def test_the_public_names_of_the_reference_exist() -> None:
     for name in ("RunInterruptedError", "MailboxRenderError", "LlmRenderable", "MailboxPreviewable", "HumanProxy"):
         assert hasattr(agent_pkg, name), name
+
+
+def test_the_choices_written_in_the_readme_hold() -> None:
+    from aklab.agent import AgentConfig
+    from aklab.core import AgentCard
+
+    with pytest.raises(ValueError, match="role"):
+        AgentCard(role="Developer", config=AgentConfig(name="@Developer", role="Developer"))  # type: ignore[call-arg]
+    readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8").split())
+    for choice in ("There is no run to cancel", "AgentCard(role=...)", "no reply or action is expected"):
+        assert choice in readme
