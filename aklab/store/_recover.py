@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
 from datetime import UTC, datetime
@@ -91,6 +92,9 @@ def _read(damaged: Path) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], 
     stopped: str | None = None
     try:
         conn = sqlite3.connect(f"{damaged.as_uri()}?mode=ro", uri=True)
+        # A truncated file (fewer pages than its header counts) is refused outright
+        # unless the schema is "writable": then the pages that are there can be read.
+        conn.execute("PRAGMA writable_schema=ON")
     except sqlite3.Error as exc:
         return rows, teams, str(exc)
     try:
@@ -103,11 +107,19 @@ def _read(damaged: Path) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], 
             except sqlite3.DatabaseError as exc:
                 # the chunk is all or nothing: read the rest of it one row at a time
                 stopped = str(exc)
-                rows.extend(_one_by_one(conn, last))
+                more = _one_by_one(conn, last)
+                good = _valid_prefix(more)
+                rows.extend(good)
+                if len(good) < len(more):
+                    stopped = f"record seq {more[len(good)][0]} is unreadable (its payload is not the JSON written)"
                 break
             if not chunk:
                 break
-            rows.extend(chunk)
+            good = _valid_prefix(chunk)
+            rows.extend(good)
+            if len(good) < len(chunk):
+                stopped = f"record seq {chunk[len(good)][0]} is unreadable (its payload is not the JSON written)"
+                break
             last = chunk[-1][0]
         try:
             teams = conn.execute("SELECT team_id, name, created_at, last_activity, metadata FROM teams").fetchall()
@@ -116,6 +128,19 @@ def _read(damaged: Path) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], 
     finally:
         conn.close()
     return rows, teams, stopped
+
+
+def _valid_prefix(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """The rows up to the first whose columns are not what a store writes (damage read as data)."""
+    for i, row in enumerate(rows):
+        try:
+            ok = isinstance(json.loads(row[13]), dict) and isinstance(row[1], str) and isinstance(row[4], str)
+            datetime.fromisoformat(row[12])
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            return rows[:i]
+    return rows
 
 
 def _one_by_one(conn: sqlite3.Connection, last: int) -> list[tuple[Any, ...]]:

@@ -344,7 +344,10 @@ class SqliteStore(EventStore):
                 rows = self._db().execute(sql, args).fetchall()
             except sqlite3.Error as exc:
                 raise self._wrap(exc, "read") from exc
-        return [_record(r) for r in rows]
+        try:
+            return [_record(r) for r in rows]
+        except (TypeError, ValueError) as exc:  # damage that reads as data
+            raise self._corrupt(f"a record cannot be read back: {exc}") from exc
 
     def teams(self) -> list[TeamInfo]:
         sql = "SELECT team_id, name, created_at, last_activity, metadata FROM teams ORDER BY last_activity DESC"

@@ -25,7 +25,8 @@ def sent(content: str, ask_id: str | None = None, *, sender: ActorAddress = HUMA
 
 
 def usage(ask_id: str | None = None, **fields: object) -> EventMessage:
-    event = LlmUsageEvent(agent="@Manager", role="Manager", run_id="r1", model="demo", ask_id=ask_id, **fields)  # type: ignore[arg-type]
+    values: dict[str, object] = {"agent": "@Manager", "role": "Manager", "run_id": "r1", "model": "demo"}
+    event = LlmUsageEvent.model_validate({**values, "ask_id": ask_id, **fields})
     return EventMessage(sender=MANAGER, event=event, ask_id=ask_id)
 
 

@@ -1,0 +1,274 @@
+"""SQLite specifics: the default path, secrets in the raw file, damage and recovery,
+and stores that cannot be written (read-only, full, locked) while a team keeps working."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aklab.errors import ConfigError
+from aklab.lab import Lab
+from aklab.secrets import register_secret
+from aklab.store import (
+    SqliteStore,
+    StoreCorruptError,
+    StoreError,
+    StoreSubscriber,
+    default_store_path,
+    new_team_id,
+    open_store,
+)
+from tests.store.test_contract import sent, usage
+
+
+def fill(store: SqliteStore, n: int, team: str) -> None:
+    for i in range(n):
+        store.append(sent(f"message {i} " + "x" * 200, f"ask{i // 10}"), team)
+
+
+def store_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "aklab.store" and r.levelno == logging.WARNING]
+
+
+@contextmanager
+def tiny_fs(where: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` mounted at ``where`` (root only), unmounted afterwards."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    where.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield where
+    finally:
+        if subprocess.run(["umount", str(where)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(where)], check=True)
+
+
+def ask_demo(lab: Lab) -> None:
+    """The team answers (the demo model's Manager relays the Developer's answer)."""
+    replies = lab.ask("Write a hello function", timeout=60)
+    assert replies and replies[-1].content
+
+
+# -- the default path ----------------------------------------------------------------------
+def test_the_default_store_is_one_file_in_the_project_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert default_store_path(tmp_path) == tmp_path / ".aklab" / "events.sqlite3"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("AKLAB_STORE", raising=False)
+    with open_store() as store:
+        assert isinstance(store, SqliteStore) and store.path == tmp_path / ".aklab" / "events.sqlite3"
+        assert store.location == f"sqlite:{tmp_path / '.aklab' / 'events.sqlite3'}"
+        mode = sqlite3.connect(store.path).execute("PRAGMA journal_mode").fetchone()[0]
+        assert mode == "wal"
+    monkeypatch.setenv("AKLAB_STORE", str(tmp_path / "elsewhere.sqlite3"))
+    with open_store() as store:
+        assert isinstance(store, SqliteStore) and store.path.name == "elsewhere.sqlite3"
+
+
+def test_synchronous_is_normal_or_full(tmp_path: Path) -> None:
+    with SqliteStore(tmp_path / "a.sqlite3", synchronous="FULL") as store:
+        assert store._db().execute("PRAGMA synchronous").fetchone()[0] == 2  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match="synchronous='OFF'"):
+        SqliteStore(tmp_path / "b.sqlite3", synchronous="OFF")  # type: ignore[arg-type]
+
+
+def test_no_secret_is_in_the_raw_file(tmp_path: Path) -> None:
+    key = "sk-raw-bytes-" + new_team_id()
+    register_secret(key)
+    path = tmp_path / "events.sqlite3"
+    store = SqliteStore(path)
+    team = new_team_id()
+    store.save_team(team, name="t", metadata={"why": key})
+    store.append(sent(f"here is {key} for you"), team)
+    store.append(usage(model=f"demo-{key}"), team)
+    from aklab.core import ErrorMessage
+
+    store.append(ErrorMessage(exception_type="AuthError", exception_value=f"Authorization: Bearer {key}"), team)
+    files = [p for p in tmp_path.iterdir() if p.name.startswith("events.sqlite3")]
+    assert any(p.name.endswith("-wal") for p in files)
+    raw = b"".join(p.read_bytes() for p in files)  # the WAL while open ...
+    store.close()
+    raw += path.read_bytes()  # ... and the file once checkpointed
+    assert key.encode() not in raw
+    assert b"[redacted]" in raw and b"here is" in raw
+
+
+# -- damage ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("damage", ["truncate", "garble"])
+def test_a_damaged_tail_is_refused_clearly_and_recovery_keeps_everything_before_it(tmp_path: Path, damage: str) -> None:
+    path = tmp_path / "events.sqlite3"
+    team = new_team_id()
+    with SqliteStore(path) as store:
+        store.save_team(team, name="dev-team", metadata={"entry": "@Manager"})
+        fill(store, 300, team)
+    size = path.stat().st_size
+    assert not Path(f"{path}-wal").exists()  # closing checkpointed everything into the file
+    if damage == "truncate":
+        os.truncate(path, size - 3 * 4096 - 100)
+    else:
+        with open(path, "r+b") as f:
+            f.seek(size - 2 * 4096)
+            f.write(b"\xde\xad" * 4096)
+
+    with pytest.raises(StoreCorruptError) as caught:
+        SqliteStore(path)
+    message = str(caught.value)
+    assert "is damaged" in message and f"SqliteStore.recover({str(path)!r})" in message
+
+    report = SqliteStore.recover(path)
+    assert 250 <= report.records < 300 and report.teams == 1 and report.stopped_at
+    assert report.damaged_path.exists() and report.damaged_path.name.startswith("events.sqlite3.damaged-")
+    assert f"recovered {report.records:,} records of 1 team" in str(report)
+    with SqliteStore(path) as store:
+        rows = store.records(team)
+        assert [r.seq for r in rows] == list(range(1, report.records + 1))  # a prefix, in order, with its seqs
+        assert [r.message().message.content.split()[1] for r in rows] == [  # type: ignore[attr-defined]
+            str(i) for i in range(report.records)
+        ]
+        assert store.teams()[0].name == "dev-team"
+        assert store.append(sent("after recovery"), team) == report.records + 1  # and the store goes on
+
+
+def test_a_file_that_is_no_database_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "events.sqlite3"
+    path.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(StoreCorruptError, match="bad header"):
+        SqliteStore(path)
+    report = SqliteStore.recover(path)
+    assert report.records == 0 and report.damaged_path.exists()
+    SqliteStore(path).close()
+
+
+def test_a_store_from_a_newer_aklab_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "events.sqlite3"
+    SqliteStore(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE aklab_meta SET value = '99' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError, match="schema version 99, newer"):
+        SqliteStore(path)
+
+
+# -- stores that cannot be written, while the team works -----------------------------------------
+def run_team_on(store: SqliteStore, caplog: pytest.LogCaptureFixture, asks: int = 1) -> StoreSubscriber:
+    """A demo team with a StoreSubscriber on ``store``: it answers every ask."""
+    with Lab("dev-team") as lab:
+        subscriber = StoreSubscriber(store, new_team_id())
+        lab.orchestrator.subscribe(subscriber)
+        for _ in range(asks):
+            ask_demo(lab)
+            if subscriber.failed:
+                break
+        ask_demo(lab)  # after the failure too
+        assert len(lab.usage(by="request")) >= 3 and not lab.errors()
+    return subscriber
+
+
+def test_a_read_only_store_warns_once_and_the_team_keeps_working(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with tiny_fs(tmp_path / "mnt", "4m") as mnt:
+        path = mnt / "events.sqlite3"
+        team = new_team_id()
+        with SqliteStore(path) as store:
+            fill(store, 5, team)
+        subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
+        store = SqliteStore(path)
+        try:
+            assert store.read_only and len(store.records(team)) == 5  # still readable
+            with pytest.raises(StoreError, match="read-only"):
+                store.append(sent("x"), team)
+            caplog.set_level(logging.WARNING, "aklab.store")
+            subscriber = run_team_on(store, caplog)
+        finally:
+            store.close()
+    assert subscriber.failed and "read-only" in subscriber.failed
+    assert subscriber.stored == 0 and subscriber.dropped > 0
+    warnings = store_warnings(caplog)
+    assert len(warnings) == 1 and "read-only" in warnings[0] and "keeps working in memory" in warnings[0]
+
+
+def test_a_full_disk_warns_once_and_the_team_keeps_working(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with tiny_fs(tmp_path / "mnt", "512k") as mnt:
+        store = SqliteStore(mnt / "events.sqlite3")
+        try:
+            fd = os.open(mnt / "filler", os.O_WRONLY | os.O_CREAT)
+            try:  # take the space left (bounded: the tmpfs is 512 KiB)
+                while os.write(fd, b"\1" * 4096):
+                    pass
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+            caplog.set_level(logging.WARNING, "aklab.store")
+            subscriber = run_team_on(store, caplog, asks=5)
+        finally:
+            store.close()
+    assert subscriber.failed and "database or disk is full" in subscriber.failed
+    warnings = store_warnings(caplog)
+    assert len(warnings) == 1 and "disk is full" in warnings[0] and str(mnt) in warnings[0]
+
+
+class _FullDisk:
+    """A connection whose writes fail as SQLite's do on a full disk."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        if sql.startswith("INSERT"):
+            raise sqlite3.OperationalError("database or disk is full")
+        return self._conn.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+
+def test_a_full_disk_simulated_by_sqlites_error_is_survived_too(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = SqliteStore(tmp_path / "events.sqlite3")
+    store._conn = _FullDisk(store._conn)  # type: ignore[arg-type, assignment]
+    try:
+        with pytest.raises(StoreError, match=r"append failed: database or disk is full"):
+            store.append(sent("x"), new_team_id())
+        caplog.set_level(logging.WARNING, "aklab.store")
+        subscriber = run_team_on(store, caplog)
+    finally:
+        store.close()
+    assert subscriber.failed and "disk is full" in subscriber.failed
+    assert len(store_warnings(caplog)) == 1
+
+
+def test_a_store_locked_by_another_process_fails_the_subscriber_not_the_actor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr("aklab.store._sqlite.BUSY_TIMEOUT", 0.05)
+    path = tmp_path / "events.sqlite3"
+    store = SqliteStore(path)
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # holds the write lock
+    failures: list[str] = []
+    subscriber = StoreSubscriber(store, new_team_id(), on_failure=failures.append)
+    caplog.set_level(logging.WARNING, "aklab.store")
+    try:
+        subscriber.on_message(sent("one"))  # must not raise
+        subscriber.on_message(sent("two"))
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert subscriber.failed and "database is locked" in subscriber.failed
+    assert failures == [subscriber.failed] and subscriber.dropped == 2
+    assert len(store_warnings(caplog)) == 1
+    store.close()
