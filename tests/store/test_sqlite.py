@@ -18,6 +18,7 @@ from aklab.errors import ConfigError
 from aklab.lab import Lab
 from aklab.secrets import register_secret
 from aklab.store import (
+    EventStore,
     SqliteStore,
     StoreCorruptError,
     StoreError,
@@ -29,7 +30,7 @@ from aklab.store import (
 from tests.store.test_contract import sent, usage
 
 
-def fill(store: SqliteStore, n: int, team: str) -> None:
+def fill(store: EventStore, n: int, team: str) -> None:
     for i in range(n):
         store.append(sent(f"message {i} " + "x" * 200, f"ask{i // 10}"), team)
 

@@ -1,0 +1,116 @@
+"""history(): asks, runs, usage and messages across sessions and teams of one store."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from aklab.lab import Lab
+from aklab.lab.frames import REQUEST_COLUMNS
+from aklab.store import SqliteStore, StoreSubscriber, history, new_team_id
+
+QUESTIONS = [["Write a hello function", "Now add a test"], ["Explain the plan"]]
+
+
+def session(path: Path, questions: list[str]) -> tuple[str, pd.DataFrame, list[str]]:
+    """One lab session writing to the store at ``path``: its team id, its usage, its ask ids."""
+    store = SqliteStore(path)
+    team_id = new_team_id()
+    with Lab("dev-team") as lab:
+        subscriber = StoreSubscriber(store, team_id)
+        lab.orchestrator.subscribe(subscriber)
+        store.save_team(team_id, name=lab.spec.name, metadata={"entry": lab.entry.name})
+        asks = []
+        for q in questions:
+            result = lab.ask(q, timeout=60)
+            assert result
+            asks.append(result.ask_id)
+        frame = lab.usage(by="request")
+        frame["ask_id"] = [e.ask_id for e in lab.recorder.usage]
+    store.close()
+    assert subscriber.failed is None and subscriber.stored > 0
+    return team_id, frame, asks
+
+
+@pytest.fixture(scope="module")
+def two_sessions(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[tuple[str, pd.DataFrame, list[str]]]]:
+    path = tmp_path_factory.mktemp("history") / "events.sqlite3"
+    return path, [session(path, qs) for qs in QUESTIONS]
+
+
+def test_history_sees_every_session_and_each_asks_figures_match_the_lab(
+    two_sessions: tuple[Path, list[tuple[str, pd.DataFrame, list[str]]]],
+) -> None:
+    path, sessions = two_sessions
+    with SqliteStore(path) as store:
+        h = history(store)
+    assert list(h.usage.columns) == ["team_id", "ask_id", *REQUEST_COLUMNS]
+    assert set(h.asks["team_id"]) == {s[0] for s in sessions} and set(h.asks["team"]) == {"dev-team"}
+    assert list(h.asks["question"]) == [q for qs in QUESTIONS for q in qs]  # in time order
+    for team_id, lab_usage, asks in sessions:
+        for ask_id in asks:
+            row = h.asks.set_index("ask_id").loc[ask_id]
+            mine = lab_usage[lab_usage["ask_id"] == ask_id]
+            assert row["team_id"] == team_id
+            assert row["requests"] == mine["requests"].sum() > 0
+            for c in ["input_tokens", "output_tokens", "total_tokens"]:
+                assert row[c] == mine[c].sum()
+            lab_cost = mine["cost_usd"]
+            if lab_cost.isna().any():  # unpriced (the demo model): unknown, never a made-up 0
+                assert pd.isna(row["cost_usd"])
+            else:
+                assert row["cost_usd"] == pytest.approx(lab_cost.sum())
+            assert row["first_at"] <= row["last_at"]
+        stored = h.usage[h.usage["team_id"] == team_id].reset_index(drop=True)
+        expected = lab_usage.reset_index(drop=True)
+        for c in REQUEST_COLUMNS:
+            if c == "started_at":
+                assert list(pd.to_datetime(stored[c], utc=True)) == list(pd.to_datetime(expected[c], utc=True))
+            else:
+                assert stored[c].tolist() == expected[c].tolist(), c
+        assert stored["ask_id"].tolist() == expected["ask_id"].tolist()
+    assert h.runs["requests"].sum() == h.usage["requests"].sum() == h.asks["requests"].sum()
+    assert set(h.runs["run_id"]) == set(h.usage["run_id"])
+    questions = h.messages[h.messages["message_id"] == h.messages["ask_id"]]
+    assert list(questions["sender"]) == ["@Human"] * 3 and list(questions["type"]) == ["request"] * 3
+    assert h.messages["seq"].is_monotonic_increasing and "@Developer" in set(h.messages["sender"])
+
+
+def test_history_filters_by_team_agent_model_and_time(
+    two_sessions: tuple[Path, list[tuple[str, pd.DataFrame, list[str]]]],
+) -> None:
+    path, sessions = two_sessions
+    first_team = sessions[0][0]
+    with SqliteStore(path) as store:
+        everything = history(store)
+        by_team = history(store, team=first_team)
+        by_name = history(store, team="dev-team")
+        developer = history(store, agent="Developer")
+        no_model = history(store, model="no-such-model")
+        future = history(store, since=datetime.now(UTC) + timedelta(days=1))
+        past = history(store, until="2000-01-01")
+        unknown_team = history(store, team="no-such-team")
+        model = everything.usage["model"].iloc[0]
+        one_model = history(store, model=model)
+    assert set(by_team.asks["team_id"]) == {first_team} and len(by_team.asks) == 2
+    assert len(by_name.asks) == 3
+    assert set(developer.usage["agent"]) == {"@Developer"}
+    assert developer.asks["requests"].sum() == developer.usage["requests"].sum()
+    assert developer.asks["requests"].sum() < everything.asks["requests"].sum()
+    assert set(developer.asks["question"]) <= {q for qs in QUESTIONS for q in qs}
+    pairs = zip(developer.messages["sender"], developer.messages["recipient"], strict=True)
+    assert all("@Developer" in pair for pair in pairs)
+    assert len(one_model.usage) == len(everything.usage[everything.usage["model"] == model]) > 0
+    for empty in (no_model, future, past, unknown_team):
+        assert empty.usage.empty and empty.runs.empty
+    assert future.asks.empty and future.messages.empty and list(future.asks.columns) == list(everything.asks.columns)
+
+
+def test_importing_the_store_does_not_import_pandas() -> None:
+    code = "import sys, aklab.store; assert 'pandas' not in sys.modules, 'pandas imported'"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
