@@ -13,6 +13,7 @@ import pytest
 from aklab.lab import Lab
 from aklab.lab.frames import REQUEST_COLUMNS
 from aklab.store import SqliteStore, StoreSubscriber, history, new_team_id
+from tests.store.test_contract import sent, usage
 
 QUESTIONS = [["Write a hello function", "Now add a test"], ["Explain the plan"]]
 
@@ -25,10 +26,10 @@ def session(path: Path, questions: list[str]) -> tuple[str, pd.DataFrame, list[s
         subscriber = StoreSubscriber(store, team_id)
         lab.orchestrator.subscribe(subscriber)
         store.save_team(team_id, name=lab.spec.name, metadata={"entry": lab.entry.name})
-        asks = []
+        asks: list[str] = []
         for q in questions:
             result = lab.ask(q, timeout=60)
-            assert result
+            assert result and result.ask_id
             asks.append(result.ask_id)
         frame = lab.usage(by="request")
         frame["ask_id"] = [e.ask_id for e in lab.recorder.usage]
@@ -109,6 +110,27 @@ def test_history_filters_by_team_agent_model_and_time(
     for empty in (no_model, future, past, unknown_team):
         assert empty.usage.empty and empty.runs.empty
     assert future.asks.empty and future.messages.empty and list(future.asks.columns) == list(everything.asks.columns)
+
+
+def test_an_asks_cost_is_the_sum_of_its_requests_and_unknown_if_any_is_unpriced(tmp_path: Path) -> None:
+    team = new_team_id()
+    with SqliteStore(tmp_path / "events.sqlite3") as store:
+        for ask_id in ("priced", "mixed"):
+            question = sent(f"question {ask_id}", ask_id)
+            question.message.id = ask_id
+            store.append(question, team)
+        store.append(usage("priced", cost_usd=0.01, input_tokens=10, output_tokens=5), team)
+        store.append(usage("priced", cost_usd=0.02, input_tokens=20, output_tokens=5, run_id="r2"), team)
+        store.append(usage("mixed", cost_usd=0.5), team)
+        store.append(usage("mixed", cost_usd=None, input_tokens=None, output_tokens=None), team)
+        h = history(store)
+    asks = h.asks.set_index("ask_id")
+    assert asks.loc["priced", "cost_usd"] == pytest.approx(0.03) and asks.loc["priced", "total_tokens"] == 40
+    assert asks.loc["priced", "runs"] == 2 and asks.loc["priced", "question"] == "question priced"
+    assert asks["cost_usd"].isna()["mixed"] and asks.loc["mixed", "requests"] == 2
+    assert str(h.usage["input_tokens"].dtype) == "Int64"  # an unknown count stays <NA>, as in lab.usage()
+    runs = h.runs.set_index("run_id")
+    assert runs.loc["r2", "cost_usd"] == pytest.approx(0.02)
 
 
 def test_importing_the_store_does_not_import_pandas() -> None:
