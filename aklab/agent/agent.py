@@ -510,5 +510,10 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         self.send(human, AgentMessage(content=text, type="notification"))
 
     def get_usage_summary(self, by_run: bool = False) -> AgentUsageSummary:
+        """Everything this agent used since it started, in total and by model (running sums:
+        the same cost after a million requests). ``by_run`` adds a row per run, from the
+        team log's recent usage events (the newest few thousand of the team)."""
+        if not by_run:
+            return self._react_agent.budget.summary(self.config.name)
         events = [m.event for m in self._orchestrator_proxy().get_events(LlmUsageEvent)]
         return aggregate_usage(events, agent=self.config.name, by_run=by_run)

@@ -85,3 +85,14 @@ def test_a_stopped_run_keeps_the_usage_of_the_requests_it_made() -> None:
         assert int(frame["input_tokens"].iloc[0]) > 0
         assert result.totals()["requests"] == 2
         assert [m.content for m in result] == ["Run interrupted. (@A)"]
+
+
+def test_an_agents_usage_summary_matches_the_lab_and_keeps_counting_past_the_log(lab: Lab) -> None:
+    from aklab.agent import BaseAgent
+
+    for _ in range(3):
+        lab.ask("What is 2+2?", timeout=10)
+    summary = lab.system.proxy_ask(lab.entry, BaseAgent).get_usage_summary()
+    row = lab.usage().set_index("agent").loc["@Manager"]
+    assert summary.total.requests == int(row["requests"]) > 0
+    assert summary.total.input_tokens == int(row["input_tokens"])
