@@ -87,7 +87,7 @@ def test_a_stopped_run_keeps_the_usage_of_the_requests_it_made() -> None:
         assert [m.content for m in result] == ["Run interrupted. (@A)"]
 
 
-def test_an_agents_usage_summary_matches_the_lab_and_keeps_counting_past_the_log(lab: Lab) -> None:
+def test_an_agents_usage_summary_matches_the_labs_usage(lab: Lab) -> None:
     from aklab.agent import BaseAgent
 
     for _ in range(3):
