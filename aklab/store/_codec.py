@@ -42,6 +42,19 @@ _CREDENTIAL_KEY = re.compile(
     r"client[-_]secret|access[-_]token|refresh[-_]token|token|bearer)$"
 )
 
+_CREDENTIAL_IN_JSON = re.compile(
+    r'(?i)"(?:authorization|proxy-authorization|x-api-key|api[-_]?key|x-goog-api-key|password|passwd|secret|'
+    r'client[-_]secret|access[-_]token|refresh[-_]token|token|bearer)":'
+)
+
+_CREDENTIAL_WORDS = ("authoriz", "api-key", "api_key", "apikey", "password", "passwd", "secret", "token", "bearer")
+
+
+def _credential_key(text: str) -> bool:
+    """Whether the JSON ``text`` has a key naming a credential (a substring test first: the regex is slower)."""
+    lowered = text.lower()
+    return any(w in lowered for w in _CREDENTIAL_WORDS) and _CREDENTIAL_IN_JSON.search(text) is not None
+
 
 class Row(NamedTuple):
     """The columns of one ``events`` row, in table order (``seq`` is assigned by the database)."""
@@ -68,7 +81,7 @@ def class_path(klass: type) -> str:
 def encode(record: OrchestratorMessage, team_id: str) -> Row:
     """The row for ``record`` (payload redacted)."""
     fields = {name: _value(getattr(record, name, None)) for name in type(record).model_fields}
-    payload = {"v": PAYLOAD_VERSION, "type": class_path(type(record)), "fields": scrub(fields)}
+    payload = {"v": PAYLOAD_VERSION, "type": class_path(type(record)), "fields": fields}
     sender, recipient = record.sender, record.recipient
     created = record.created_at
     created = created.replace(tzinfo=UTC) if created.tzinfo is None else created.astimezone(UTC)
@@ -85,8 +98,22 @@ def encode(record: OrchestratorMessage, team_id: str) -> Row:
         recipient.name if recipient is not None else None,
         recipient.agent_id if recipient is not None else None,
         created,
-        json.dumps(payload, ensure_ascii=False, separators=(",", ":")),
+        _payload_text(payload),
     )
+
+
+def _payload_text(payload: dict[str, Any]) -> str:
+    """The payload as JSON, scrubbed. Most payloads hold nothing to redact: one ``redact``
+    over the whole text finds that (a secret or header in any string is in the text too),
+    and only a payload where it finds something, or a credential-named key, or a NaN, is
+    walked string by string (which is what is stored then)."""
+    try:
+        text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError:  # NaN or infinity: scrub makes them null
+        text = None
+    if text is not None and redact(text) == text and not _credential_key(text):
+        return text
+    return json.dumps(scrub(payload), ensure_ascii=False, separators=(",", ":"))
 
 
 def _message_id(record: OrchestratorMessage) -> str | None:

@@ -1,0 +1,56 @@
+"""Records to rows: what a payload holds, and what it never holds."""
+
+from __future__ import annotations
+
+import json
+
+from aklab.core import EventMessage
+from aklab.secrets import register_secret
+from aklab.store import decode, encode, new_team_id
+from aklab.store._codec import scrub
+from tests.store.test_contract import MANAGER, sent, usage
+
+
+def test_a_payload_is_json_with_the_class_of_each_object() -> None:
+    row = encode(sent("hello", "ask1"), "team")
+    payload = json.loads(row.payload)
+    assert payload["type"] == "aklab.core._messages.SentMessage"
+    assert payload["fields"]["message"]["$type"] == "aklab.agent.messages.AgentMessage"
+    assert (row.kind, row.event_type, row.sender, row.recipient, row.ask_id) == (
+        "SentMessage",
+        None,
+        "@Human",
+        "@Manager",
+        "ask1",
+    )
+    assert row.created_at.tzinfo is not None
+    assert encode(usage(), "team").event_type == "LlmUsageEvent"
+
+
+def test_a_clean_payload_is_stored_as_the_full_scrub_would_store_it() -> None:
+    for record in (sent("plain words, no secret"), usage(input_tokens=3)):
+        row = encode(record, "team")
+        assert json.loads(row.payload) == scrub(json.loads(row.payload))
+
+
+def test_nan_becomes_null_and_credential_keys_lose_their_value() -> None:
+    key = "sk-codec-" + new_team_id()
+    register_secret(key)
+    record = EventMessage(
+        sender=MANAGER,
+        event={"cost": float("nan"), "nested": {"api_key": "plain-unregistered", "token": "abc"}, "k": [key]},
+    )
+    payload = json.loads(encode(record, "team").payload)
+    event = payload["fields"]["event"]
+    assert event == {"cost": None, "nested": {"api_key": "[redacted]", "token": "[redacted]"}, "k": ["[redacted]"]}
+    assert decode(payload).event == event  # type: ignore[attr-defined]
+
+
+def test_rows_never_import_modules_outside_aklab() -> None:
+    payload = json.loads(encode(usage(), "team").payload)
+    payload["fields"]["event"]["$type"] = "antigravity.Fly"  # a module that does something on import
+    event = decode(payload)
+    assert isinstance(event, EventMessage) and isinstance(event.event, dict)
+    import sys
+
+    assert "antigravity" not in sys.modules
