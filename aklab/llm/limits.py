@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from aklab.errors import AklabError
+from aklab.llm.usage import AgentUsageSummary, UsageTotals
 
 if TYPE_CHECKING:
     from pydantic_ai import usage as pai_usage
@@ -119,11 +120,13 @@ class AgentBudget:
         # The runs counted lately (their usage events follow the start), newest last:
         # bounded, so a long-lived agent does not keep every run id it ever made.
         self._seen_runs: dict[str, None] = {}
+        self._summary = AgentUsageSummary(agent="")
 
     def rebuild(self, events: Iterable[LlmUsageEvent]) -> None:
         """Recompute the counters from usage events (e.g. after a restore)."""
         self.runs = self.input_tokens = self.output_tokens = 0
         self._seen_runs.clear()
+        self._summary = AgentUsageSummary(agent="")
         for event in events:
             self.record(event)
 
@@ -133,6 +136,13 @@ class AgentBudget:
             self.runs += 1
         self.input_tokens += event.input_tokens or 0
         self.output_tokens += event.output_tokens or 0
+        self._summary.total.add(event)
+        self._summary.by_model.setdefault(event.model, UsageTotals()).add(event)
+
+    def summary(self, agent: str) -> AgentUsageSummary:
+        """Everything this agent used, in total and by model, since it started (or was
+        restored): kept as running sums, so it costs the same after a million requests."""
+        return self._summary.model_copy(update={"agent": agent}, deep=True)
 
     def start_run(self, run_id: str) -> None:
         """Check every limit, then count the run. Raises ``AgentUsageLimitError``."""

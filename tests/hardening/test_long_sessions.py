@@ -236,6 +236,17 @@ def test_an_agent_budget_counts_every_run_once_but_remembers_only_recent_run_ids
     assert budget.runs == 3_000
 
 
+def test_an_agent_budget_sums_its_whole_life_usage_in_constant_memory() -> None:
+    budget = AgentBudget(AgentUsageLimits())
+    for n in range(5_000):
+        budget.record(usage_event(n, model="a" if n % 2 else "b"))
+    summary = budget.summary("@A0")
+    assert summary.agent == "@A0" and summary.total.requests == 5_000
+    assert summary.total.input_tokens == sum(100 + n for n in range(5_000))
+    assert {m: t.requests for m, t in summary.by_model.items()} == {"a": 2_500, "b": 2_500}
+    assert summary.total.cost_usd == pytest.approx(5.0)
+
+
 def test_fired_members_leave_nothing_behind_in_the_directory() -> None:
     directory = TeamDirectory()
     keep = ActorAddress("keep", "@Keep", "Lead")
