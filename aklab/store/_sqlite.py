@@ -48,8 +48,11 @@ __all__ = ["DEFAULT_STORE_DIR", "DEFAULT_STORE_FILE", "RecoveryReport", "SqliteS
 
 DEFAULT_STORE_DIR = ".aklab"
 DEFAULT_STORE_FILE = "events.sqlite3"
-#: How long a writer waits for another process holding the file's write lock.
-BUSY_TIMEOUT = 5.0
+#: How long a writer waits for another process holding the file's write lock. Another
+#: kernel's append holds it for well under a millisecond; this stays below the team log's
+#: ``DELIVERY_WAIT`` (2 s), so a store locked for good fails the subscriber (one warning)
+#: before the log reports it as a stuck subscriber.
+BUSY_TIMEOUT = 1.0
 _READ_CHUNK = 1_000
 
 _SCHEMA = f"""
