@@ -153,6 +153,10 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
     def role(self) -> str:
         return self.config.role
 
+    def mail_waiting(self) -> bool:
+        """A message other than a cancel is queued (``read_mailbox`` is offered only then)."""
+        return len(self.mailbox) > self.mailbox.tagged_count()
+
     def team_members(self) -> list[ActorAddress]:
         return self.directory.members() if self.directory is not None else []
 

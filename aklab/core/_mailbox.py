@@ -139,6 +139,10 @@ class Mailbox:
     def __len__(self) -> int:
         return len(self._items)
 
+    def tagged_count(self) -> int:
+        """How many tagged messages (cancels) are waiting."""
+        return self._tagged
+
     def messages(self) -> Iterator[Any]:
         """Snapshot of the waiting messages (not envelopes), oldest first."""
         with self._cond:

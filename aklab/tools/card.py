@@ -17,14 +17,31 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pydantic import BaseModel
 
 if TYPE_CHECKING:
     from aklab.core import ActorAddress, AgentCard
 
-__all__ = ["Channel", "ToolCard", "ToolHost"]
+__all__ = ["Channel", "ToolCard", "ToolHost", "offered_when"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def offered_when(check: Callable[[], bool]) -> Callable[[F], F]:
+    """Offer a card's tool to the model only on the steps where ``check()`` is true.
+
+    A tool the agent cannot use right now (hire with no role to hire, read_mailbox with no
+    mail waiting) costs its schema on every request and invites a useless call; the
+    factory leaves it out of the request instead (pydantic-ai's per-step ``prepare``).
+    """
+
+    def mark(tool: F) -> F:
+        tool.__aklab_offered_when__ = check  # type: ignore[attr-defined]
+        return tool
+
+    return mark
 
 
 class Channel(StrEnum):

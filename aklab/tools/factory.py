@@ -2,7 +2,8 @@
 
 Tool functions are wrapped so that a ``ValueError`` or an ``AklabError`` (the way cards
 report bad arguments: unknown id, path outside the workspace, ...) reaches the model as a
-retry prompt it can act on, instead of failing the whole run.
+retry prompt it can act on, instead of failing the whole run. A tool marked with
+:func:`aklab.tools.card.offered_when` is offered only on the steps where it can be used.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pydantic_ai import ModelRetry
+from pydantic_ai import ModelRetry, RunContext, Tool
+from pydantic_ai.tools import ToolDefinition
 
 from aklab.errors import AklabError
 from aklab.tools.card import ToolCard, ToolHost
@@ -22,7 +24,7 @@ from aklab.tools.context import ContextUpdater, ToolState
 __all__ = ["ToolFactory"]
 
 
-def _model_facing(tool: Callable[..., Any]) -> Callable[..., Any]:
+def _model_facing(tool: Callable[..., Any]) -> Any:
     if not inspect.isfunction(tool):
         return tool  # a ready pydantic-ai Tool: its author decides
 
@@ -33,7 +35,14 @@ def _model_facing(tool: Callable[..., Any]) -> Callable[..., Any]:
         except (ValueError, AklabError) as exc:
             raise ModelRetry(str(exc)) from exc
 
-    return call
+    check = getattr(tool, "__aklab_offered_when__", None)
+    if check is None:
+        return call
+
+    def prepare(ctx: RunContext[Any], tool_def: ToolDefinition) -> ToolDefinition | None:
+        return tool_def if check() else None
+
+    return Tool(call, prepare=prepare)
 
 
 class ToolFactory:
@@ -41,7 +50,7 @@ class ToolFactory:
         self.cards = list(cards)
         self.host = host
 
-    def get_tools(self) -> list[Callable[..., Any]]:
+    def get_tools(self) -> list[Any]:
         return [_model_facing(tool) for card in self.cards for tool in card.get_tools(self.host)]
 
     def get_system_prompts(self) -> list[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from aklab.tools.card import ToolCard, ToolHost
+from aklab.tools.card import ToolCard, ToolHost, offered_when
 
 __all__ = ["NO_RUN_TO_CANCEL", "MailboxTool"]
 
@@ -29,6 +29,11 @@ class MailboxTool(ToolCard):
         if not self.read_mailbox:
             return []
 
+        def mail_waiting() -> bool:
+            waiting = getattr(host, "mail_waiting", None)
+            return bool(waiting()) if callable(waiting) else True
+
+        @offered_when(mail_waiting)
         def read_mailbox(message_id: str) -> str:
             """Take on now the waiting message with this id (from the arrival notice)."""
             return f"Acknowledged {message_id}."

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from aklab.core import ActorAddress
-from aklab.tools.card import ToolCard, ToolHost
+from aklab.tools.card import ToolCard, ToolHost, offered_when
 
 __all__ = ["ROLES_SECTION", "ROSTER_SECTION", "TeamTool"]
 
@@ -25,12 +25,21 @@ class TeamTool(ToolCard):
     description: str = "Hire and fire team members; see the roster and hireable roles."
 
     def get_tools(self, host: ToolHost) -> list[Callable[..., Any]]:
+        def can_hire() -> bool:
+            return bool(host.hireable_cards())
+
+        def can_fire() -> bool:
+            roles = {c.role for c in host.hireable_cards()}
+            return any(m.role in roles and m.name != host.name for m in host.team_members())
+
+        @offered_when(can_hire)
         def hire_members(roles: list[str]) -> str:
-            """Hire one new member for each role given; returns their names."""
+            """Hire one member per role given."""
             return "\n".join(_try(host.hire, role) for role in roles)
 
+        @offered_when(can_fire)
         def fire_members(names: list[str]) -> str:
-            """Remove the named members (e.g. "@Developer") from the team."""
+            """Remove members, e.g. "@Developer"."""
             return "\n".join(_try_fire(host, n) for n in names)
 
         return [hire_members, fire_members]

@@ -10,7 +10,9 @@ import pytest
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from aklab.agent import BaseAgent
 from aklab.core import TeamGuard
+from aklab.errors import RoutingError
 from aklab.lab import Lab
 from tests.hardening._team import card, incoming, reply, team
 
@@ -79,7 +81,13 @@ def test_the_team_size_is_capped() -> None:
 
 
 def test_a_specialist_cannot_fire_its_manager_and_the_team_keeps_answering() -> None:
-    developer = _tool_then_answer("fire_members", {"names": ["@Manager", "@Human"]})
+    offered: list[list[str]] = []
+
+    def developer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        offered.append(sorted(t.name for t in info.function_tools))
+        if "fire_members" in offered[-1]:
+            return ModelResponse(parts=[ToolCallPart("fire_members", json.dumps({"names": ["@Manager"]}))])
+        return reply(info, [("@Manager", "response", "I cannot fire anyone")])
 
     def manager(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         sender, text = incoming(messages)
@@ -89,16 +97,20 @@ def test_a_specialist_cannot_fire_its_manager_and_the_team_keeps_answering() -> 
 
     spec = team(
         card("Manager", routes_to=["Developer"], model=FunctionModel(manager)),
-        card("Developer", model=developer),
+        card("Developer", model=FunctionModel(developer)),
         entry="Manager",
     )
     with Lab(spec) as lab:
         lab.ask("go", timeout=20)
-        said = " ".join(m.content for m in lab.replies())
-        assert "@Manager: error: @Developer may fire only members of the roles it routes to (none)" in said
-        assert "@Human: error: @Human is a person and cannot be fired" in said
+        assert offered and all("fire_members" not in tools and "hire_members" not in tools for tools in offered)
         assert _names(lab) == ["@Developer", "@Human", "@Manager"]
         assert [m.content for m in lab.ask("hello", timeout=10)] == ["hi there"]
+        # and were the tool called anyway (a model inventing it), the host refuses
+        developer_agent = lab.system.proxy_ask(lab.member("@Developer"), BaseAgent)
+        with pytest.raises(RoutingError, match="@Developer may fire only members of the roles it routes to"):
+            developer_agent.fire("@Manager")
+        with pytest.raises(RoutingError, match="@Human is a person and cannot be fired"):
+            developer_agent.fire("@Human")
 
 
 def test_a_manager_may_fire_the_members_it_routes_to() -> None:
