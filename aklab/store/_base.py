@@ -124,10 +124,16 @@ class EventStore(ABC):
         until: datetime | date | str | None = None,
         kinds: Iterable[str] | None = None,
         ask_id: str | None = None,
+        before: int | None = None,
+        limit: int | None = None,
+        newest: bool = False,
     ) -> list[StoredRecord]:
         """Records in append order: of ``team_id`` (every team if None), after seq ``since``
         (an int) or from time ``since`` (a datetime or ISO date), before time ``until``,
-        whose ``kind`` or ``event_type`` is in ``kinds``, of ``ask_id``."""
+        whose ``kind`` or ``event_type`` is in ``kinds``, of ``ask_id``, before seq ``before``;
+        at most ``limit`` of them: the first ones, or the newest ones with ``newest=True``
+        (still returned oldest first). A panel pages back with ``before=<oldest seq shown>,
+        limit=N, newest=True``."""
 
     @abstractmethod
     def save_team(self, team_id: str, *, name: str, metadata: dict[str, Any] | None = None) -> None:

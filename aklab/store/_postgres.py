@@ -31,7 +31,7 @@ from aklab.store._base import (
     check_team_id,
 )
 from aklab.store._codec import encode, scrub
-from aklab.store._sqlite import _record, _where
+from aklab.store._sqlite import _order, _record, _where
 
 if TYPE_CHECKING:
     import psycopg
@@ -203,17 +203,20 @@ class PostgresStore(EventStore):
         until: datetime | date | str | None = None,
         kinds: Iterable[str] | None = None,
         ask_id: str | None = None,
+        before: int | None = None,
+        limit: int | None = None,
+        newest: bool = False,
     ) -> list[StoredRecord]:
         import psycopg
 
-        where, args = _where(team_id, since, until, check_kinds(kinds), ask_id, mark="%s")
-        query = f"SELECT seq, {_COLUMNS} FROM events{where} ORDER BY seq"
+        where, args = _where(team_id, since, until, check_kinds(kinds), ask_id, before, mark="%s")
+        query = f"SELECT seq, {_COLUMNS} FROM events{where}{_order(limit, newest)}"
         with self._lock:
             try:
                 rows = self._db().execute(query.encode(), args).fetchall()
             except psycopg.Error as exc:
                 raise self._wrap(exc, "read") from exc
-        return [_record(r) for r in rows]
+        return [_record(r) for r in (reversed(rows) if newest else rows)]
 
     def teams(self) -> list[TeamInfo]:
         import psycopg

@@ -339,16 +339,19 @@ class SqliteStore(EventStore):
         until: datetime | date | str | None = None,
         kinds: Iterable[str] | None = None,
         ask_id: str | None = None,
+        before: int | None = None,
+        limit: int | None = None,
+        newest: bool = False,
     ) -> list[StoredRecord]:
-        where, args = _where(team_id, since, until, check_kinds(kinds), ask_id)
-        sql = f"SELECT seq, {_COLUMNS} FROM events{where} ORDER BY seq"
+        where, args = _where(team_id, since, until, check_kinds(kinds), ask_id, before)
+        sql = f"SELECT seq, {_COLUMNS} FROM events{where}{_order(limit, newest)}"
         with self._lock:
             try:
                 rows = self._db().execute(sql, args).fetchall()
             except sqlite3.Error as exc:
                 raise self._wrap(exc, "read") from exc
         try:
-            return [_record(r) for r in rows]
+            return [_record(r) for r in (reversed(rows) if newest else rows)]
         except (TypeError, ValueError) as exc:  # damage that reads as data
             raise self._corrupt(f"a record cannot be read back: {exc}") from exc
 
@@ -392,6 +395,7 @@ def _where(
     until: datetime | date | str | None,
     kinds: list[str] | None,
     ask_id: str | None,
+    before: int | None = None,
     mark: str = "?",
 ) -> tuple[str, list[Any]]:
     """A WHERE clause for the records filter (``mark`` is the driver's placeholder)."""
@@ -421,7 +425,18 @@ def _where(
     if ask_id is not None:
         clauses.append(f"ask_id = {mark}")
         args.append(ask_id)
+    if before is not None:
+        clauses.append(f"seq < {mark}")
+        args.append(int(before))
     return (" WHERE " + " AND ".join(clauses) if clauses else ""), args
+
+
+def _order(limit: int | None, newest: bool) -> str:
+    if limit is None:
+        return " ORDER BY seq DESC" if newest else " ORDER BY seq"
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise ConfigError(f"limit={limit!r}: give a number of records >= 0, or None for all")
+    return f" ORDER BY seq {'DESC' if newest else 'ASC'} LIMIT {limit}"
 
 
 def _time_arg(when: datetime | date | str, mark: str) -> Any:

@@ -248,3 +248,14 @@ def test_a_team_id_is_required(store: EventStore) -> None:
 
     with pytest.raises(ConfigError, match="team_id"):
         store.append(sent("x"), "")
+
+
+def test_records_page_forwards_and_backwards(store: EventStore) -> None:
+    team = new_team_id()
+    seqs = [store.append(sent(f"m{i}"), team) for i in range(10)]
+    assert [r.seq for r in store.records(team, limit=3)] == seqs[:3]
+    assert [r.seq for r in store.records(team, since=seqs[2], limit=3)] == seqs[3:6]
+    assert [r.seq for r in store.records(team, limit=3, newest=True)] == seqs[-3:]  # oldest first
+    assert [r.seq for r in store.records(team, before=seqs[7], limit=3, newest=True)] == seqs[4:7]
+    assert [r.seq for r in store.records(team, before=seqs[2])] == seqs[:2]
+    assert store.records(team, limit=0) == []
