@@ -19,9 +19,11 @@ def get_lab() -> Lab:
     global _lab
     with _lock:
         if _lab is None:
+            from aklab.lab._settings import settings
             from aklab.lab.session import Lab
 
-            _lab = Lab()
+            defaults = settings()  # %config Aklab.default_team / default_model
+            _lab = Lab(defaults.default_team, model=defaults.default_model or None)
         return _lab
 
 
@@ -46,9 +48,18 @@ def _warm_up() -> None:
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    from aklab.lab.magics import AklabMagics
+    """``%load_ext aklab``: the magics, their tab completion, and the ``Aklab`` defaults
+    (``%config Aklab.default_model = "local:smollm2"``)."""
+    from aklab.lab._magic_complete import install_completer
+    from aklab.lab._settings import settings
+    from aklab.lab.magics import AklabMagics, protect_questions
 
     ipython.register_magics(AklabMagics)
+    cleanup = getattr(ipython, "input_transformers_cleanup", None)
+    if cleanup is not None and protect_questions not in cleanup:
+        cleanup.append(protect_questions)  # `%ask Why?` is a question, not a help lookup
+    settings(ipython)
+    install_completer(ipython)
     threading.Thread(target=_warm_up, name="aklab-warm-up", daemon=True).start()
 
 

@@ -1,175 +1,100 @@
 """IPython magics: thin layers that parse arguments and call a ``Lab`` method.
 
-Parsing (the ``parse_*`` functions) is separate from the work and testable alone. Any
-``AklabError`` prints one line starting with ``aklab:``; bad arguments print the usage;
-anything else keeps its traceback.
+Parsing lives in ``_magic_args`` (re-exported here), completion in ``_magic_complete``,
+the ``Aklab`` defaults (``%config Aklab.default_model = ...``) in ``_settings``.
 
-======================================  ===============================================
-``%aklab``                              status of the lab
-``%aklab team NAME|PATH``               start the built-in team NAME, or a team file
-``%aklab model provider:model``         restart the team on another model (built first:
-``      [--base-url URL] [...]``        a bad spec is one line); options: ``parse_model``
-``%aklab dashboard``                    the live panels in tabs
-``%%ask [@Agent] [--bg] [--timeout S]`` send the cell (``{var}`` expanded) to the team
-``      [--out VAR]``                   and show the replies; VAR gets them too
-``%stop [@Agent]``                      cancel the runs in flight
-``%usage [--by agent|run|model|request]`` tokens and cost as a DataFrame
-``       [--live]``                     ... or as a live panel
-``%team`` / ``%transcript [@Agent]``    roster / messages sent (by or to @Agent)
-``%context [@Agent]``                   context-update blocks delivered
-======================================  ===============================================
+Errors: an ``AklabError`` (bad arguments included) fails the cell with one line starting
+with ``aklab:`` and no traceback (IPython shows what ``_render_traceback_`` returns), so
+Run All, nbclient and papermill stop there; anything else keeps its traceback.
+
+=============================================  ==========================================
+``%aklab``                                     status of the lab
+``%aklab team NAME|PATH``                      start the built-in team NAME, or a team file
+``%aklab model provider:model [options]``      restart the team on another model
+``%aklab list``                                teams, providers, which keys are set
+``%aklab dashboard``                           the live panels in tabs
+``%aklab help``                                every magic, with examples
+``%%ask [@Agent] [--bg] [--timeout S]``        send the cell (``{var}`` expanded) to the
+``      [--out VAR] [--format F]``             team; the replies are the cell's value
+``%ask [@Agent] question``                     the same, in one line
+``%stop [@Agent]``                             stop every ask (runs and queued asks)
+``%usage [--by agent|run|model|request]``      tokens and cost as a DataFrame
+``       [--live]``                            ... or as a live panel
+``%team`` / ``%transcript [@Agent]``           roster / messages sent (by or to @Agent)
+``%context [@Agent]``                          context-update blocks delivered
+=============================================  ==========================================
+
+Every magic takes ``-h`` / ``--help``; ``%%ask?`` shows the same text.
 """
 
 from __future__ import annotations
 
-import argparse
-import math
-import shlex
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+import inspect
+import re
+import sys
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 
 from aklab.errors import AklabError
+from aklab.lab._magic_args import (
+    AskArgs,
+    UsageError,
+    expand,
+    parse_aklab,
+    parse_ask,
+    parse_ask_line,
+    parse_member,
+    parse_model,
+    parse_usage,
+    wants_help,
+)
 
 if TYPE_CHECKING:
-    from aklab.agent import AgentMessage
+    from aklab.lab.result import AskResult
     from aklab.lab.session import Lab
-    from aklab.llm import ModelConfig
 
 __all__ = [
     "AklabMagics",
     "AskArgs",
+    "AskInterrupted",
     "PendingReplies",
     "UsageError",
     "parse_aklab",
     "parse_ask",
+    "parse_ask_line",
     "parse_member",
     "parse_model",
     "parse_usage",
+    "protect_questions",
 ]
 
 
-class UsageError(AklabError):
-    """Bad magic arguments; the message ends with the usage line."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:  # never sys.exit inside a kernel
-        raise UsageError(f"{message}\nusage: {self.format_usage().removeprefix('usage: ').strip()}")
-
-
-def _member(value: str | None, usage: str) -> str | None:
-    if value is not None and not value.startswith("@"):
-        raise UsageError(f"expected @Member, got {value!r}\nusage: {usage}")
-    return value
-
-
-@dataclass
-class AskArgs:
-    agent: str | None
-    bg: bool
-    timeout: float | None
-    out: str | None
-
-
-def parse_ask(line: str) -> AskArgs:
-    p = _Parser(prog="%%ask", add_help=False)
-    p.add_argument("agent", nargs="?")
-    p.add_argument("--bg", action="store_true")
-    p.add_argument("--timeout", type=_seconds, default=None)
-    p.add_argument("--out", default=None)
-    ns = p.parse_args(shlex.split(line))
-    if ns.out is not None and not ns.out.isidentifier():
-        raise UsageError(f"--out needs a variable name, got {ns.out!r}\nusage: {p.format_usage()[7:].strip()}")
-    return AskArgs(_member(ns.agent, p.format_usage()[7:].strip()), ns.bg, ns.timeout, ns.out)
-
-
-def _seconds(value: str) -> float:
-    """``--timeout S``: a finite positive number, checked before anything is sent."""
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = math.nan
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise UsageError(f"--timeout must be a positive number of seconds, e.g. --timeout 60 (got {value!r})")
-    return seconds
-
-
-def parse_usage(line: str) -> tuple[str, bool]:
-    p = _Parser(prog="%usage", add_help=False)
-    p.add_argument("--by", choices=["agent", "run", "model", "request"], default="agent")
-    p.add_argument("--live", action="store_true")
-    ns = p.parse_args(shlex.split(line))
-    return str(ns.by), bool(ns.live)
-
-
-def parse_member(line: str, prog: str) -> str | None:
-    p = _Parser(prog=prog, add_help=False)
-    p.add_argument("agent", nargs="?")
-    return _member(p.parse_args(shlex.split(line)).agent, p.format_usage()[7:].strip())
-
-
-def parse_aklab(line: str) -> tuple[str, str | None]:
-    """``("status", None)``, ``("team", NAME)``, ``("model", SPEC_AND_OPTIONS)`` or ``("dashboard", None)``.
-
-    The model's words are left for :func:`parse_model`.
-    """
-    words = shlex.split(line)
-    usage = "%aklab [team NAME|PATH | model provider:model | dashboard]"
-    if not words:
-        return "status", None
-    if words[0] == "team" and len(words) == 2:
-        return words[0], words[1]
-    if words[0] == "model" and len(words) >= 2:
-        return "model", shlex.join(words[1:])
-    if words == ["dashboard"]:
-        return "dashboard", None
-    raise UsageError(f"unknown arguments {line.strip()!r}\nusage: {usage}")
-
-
-_MODEL_USAGE = (
-    "%(prog)s provider:model [--base-url URL] [--api-key-env VAR] [--temperature T] [--max-tokens N]"
-    " [--timeout S] [--retries N] [--output-mode auto|tool|native|prompted|grammar|text] [--context-length N]"
-)
-
-
-def parse_model(line: str) -> ModelConfig:
-    """The words after ``%aklab model`` -> a ``ModelConfig``, not built yet.
-
-    ``provider:model [--base-url URL] [--api-key-env VAR] [--temperature T] [--max-tokens N]
-    [--timeout S] [--retries N] [--output-mode auto|tool|native|prompted|grammar|text] [--context-length N]``
-    """
-    from aklab.llm import ModelConfig
-    from aklab.llm.config import OUTPUT_MODES
-
-    p = _Parser(prog="%aklab model", add_help=False, usage=_MODEL_USAGE)
-    p.add_argument("spec", metavar="provider:model")
-    p.add_argument("--base-url", metavar="URL")
-    p.add_argument("--api-key-env", metavar="VAR")
-    p.add_argument("--temperature", type=float, metavar="T")
-    p.add_argument("--max-tokens", type=int, metavar="N")
-    p.add_argument("--timeout", type=float, metavar="S")
-    p.add_argument("--retries", type=int, metavar="N")
-    p.add_argument("--output-mode", choices=OUTPUT_MODES)
-    p.add_argument("--context-length", type=int, metavar="N")
-    options = vars(p.parse_args(shlex.split(line)))
-    return ModelConfig.parse(options.pop("spec"), **options)
+def _fail(exc: AklabError) -> NoReturn:
+    """Re-raise ``exc`` so that IPython shows one line, no traceback, and fails the cell."""
+    line = f"aklab: {exc}"
+    setattr(exc, "_render_traceback_", lambda: [line])  # noqa: B010 (IPython looks it up on the instance)
+    raise exc.with_traceback(None)
 
 
 class PendingReplies:
-    """What ``%%ask --bg --out VAR`` stores: replies that keep arriving."""
+    """What ``%%ask --bg --out VAR`` stores: the ask's replies, which keep arriving."""
 
-    def __init__(self, lab: Lab, start: int) -> None:
+    def __init__(self, lab: Lab, start: int, ask_id: str | None = None) -> None:
         self._lab = lab
         self._start = start
+        self._ask_id = ask_id
 
     @property
-    def messages(self) -> list[AgentMessage]:
-        return self._lab.inbox.messages[self._start :]
+    def messages(self) -> AskResult:
+        from aklab.lab.result import AskResult
 
-    def wait(self, timeout: float | None = None) -> list[AgentMessage]:
-        """Block until the team is quiet, then return the replies."""
+        if self._ask_id is None:
+            return AskResult(self._lab.inbox.messages[self._start :])
+        return self._lab.result(self._ask_id, self._start)
+
+    def wait(self, timeout: float | None = None) -> AskResult:
+        """Block until the team is quiet, then return the replies (an ``AskResult``)."""
         self._lab.wait(timeout)
         return self.messages
 
@@ -177,16 +102,26 @@ class PendingReplies:
         return f"<PendingReplies: {len(self.messages)} so far>"
 
 
-class _LiveView:
-    """Shows a live panel with a fixed text/plain: its content depends on timing."""
+_ONE_LINE_ASK = re.compile(r"^(\s*)%ask\s+(\S.*?)\s*$")
 
-    def __init__(self, panel: Any) -> None:
-        self._panel = panel
 
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        bundle: dict[str, Any] = dict(self._panel._repr_mimebundle_(include, exclude))
-        bundle["text/plain"] = "<live transcript>"
-        return bundle
+def protect_questions(lines: list[str]) -> list[str]:
+    """An input transformer: ``%ask Why?`` stays a question.
+
+    IPython reads a line ending in ``?`` as a help request (it would look up ``Why``), so a
+    ``%ask`` line that ends in ``?`` becomes the call the magic line turns into anyway. A
+    cell magic's cell is left alone (its body is the magic's text).
+    """
+    if not lines or lines[0].lstrip().startswith("%%"):
+        return lines
+    out = []
+    for line in lines:
+        m = _ONE_LINE_ASK.match(line.rstrip("\r\n"))
+        if m is not None and m.group(2).endswith("?"):
+            out.append(f"{m.group(1)}get_ipython().run_line_magic('ask', {m.group(2)!r})\n")
+        else:
+            out.append(line)
+    return out
 
 
 def _in_kernel(shell: Any) -> bool:
@@ -200,17 +135,48 @@ class AklabMagics(Magics):
 
         return get_lab()
 
+    def _help(self, name: str) -> None:
+        print(inspect.getdoc(getattr(self, name)))
+
     @line_magic
     def aklab(self, line: str) -> Any:
-        """%aklab [team NAME|PATH | model provider:model | dashboard]"""
+        """Start, switch and inspect the lab.
+
+        Usage:
+          %aklab                         status: team, members, models, usage so far
+          %aklab team NAME|PATH          start a built-in team, or a team file (.toml/.yaml)
+          %aklab model provider:model [--base-url URL] [--api-key-env VAR] [--temperature T]
+                [--max-tokens N] [--timeout S] [--retries N] [--output-mode MODE] [--context-length N]
+                                         restart the team on another model (a bad spec is one line)
+          %aklab list                    built-in teams, model providers, which keys are set
+          %aklab dashboard               the live panels (roster, transcript, context, usage)
+          %aklab help                    every magic, with examples
+
+        Examples:
+          %aklab team dev-team
+          %aklab model local:smollm2 --max-tokens 256
+          %aklab model openai:gpt-4.1-mini --temperature 0.2
+          %config Aklab.default_model = "local:smollm2"    (defaults: %config Aklab)
+        """
         from aklab.lab import set_lab
         from aklab.lab.session import Lab
         from aklab.llm.profiles import resolve
 
         try:
             action, value = parse_aklab(line)
+            if action == "help":
+                print(_overview())
+                return None
+            if action == "usage":
+                self._help("aklab")
+                return None
+            if action == "list":
+                from aklab.lab._magic_show import listing
+
+                print(listing())
+                return None
             if action == "team":
-                set_lab(Lab(value or "dev-team"))
+                set_lab(_new_lab(value or "dev-team"))
             elif action == "model":
                 model_cfg = parse_model(value or "")
                 resolve(model_cfg).close()  # a bad spec fails here, before the team restarts
@@ -219,79 +185,178 @@ class AklabMagics(Magics):
                 return self._lab().dashboard()
             print(self._lab().status())
         except AklabError as exc:
-            print(f"aklab: {exc}")
+            _fail(exc)
         return None
 
-    @cell_magic
-    def ask(self, line: str, cell: str) -> None:
-        """%%ask [@Agent] [--bg] [--timeout S] [--out VAR]: send the cell to the team."""
-        from aklab.lab.session import DEFAULT_TIMEOUT, format_message
+    @line_cell_magic
+    def ask(self, line: str, cell: str | None = None) -> Any:
+        """Send a message to the team and show the replies (the cell's value is an AskResult).
 
+        Usage:
+          %%ask [@Agent] [--bg] [--timeout S] [--out VAR] [--format markdown|text|json]
+          <message, several lines>
+
+          %ask [--format F] [@Agent] message in one line
+
+        @Agent      whom to ask (@Developer or Developer; default: the team's entry agent);
+                    in the one-line %ask, write the @.
+        --bg        return at once; the team works in the background (%stop stops it)
+        --timeout S seconds to wait (default: Aklab.timeout, 300); the team keeps working after
+        --out VAR   also store the replies in VAR (with --bg: a PendingReplies, VAR.wait())
+        --format F  markdown (default: Aklab.default_format), text, or json
+
+        {name} in the message is replaced by the value of the variable `name` when it is defined;
+        any other brace (JSON, code, an undefined name) is left as typed; {{ and }} give { and }.
+        The value (_) is an AskResult: a list of replies with .usage(), .totals(), .run_ids,
+        .summary(), .as_text(), .as_markdown(), .as_json(). The notebook's stop button stops the ask.
+
+        Examples:
+          %%ask
+          Plan the next sprint for {page}.
+
+          %%ask @Developer --format text
+          Review this config: {"retries": 3}
+
+          %ask @Manager What is the plan?
+        """
         try:
-            args = parse_ask(line)
-            shell: Any = self.shell
-            text = shell.var_expand(cell.strip(), depth=1) if shell is not None else cell.strip()
-            lab = self._lab()
-            seen_errors = len(lab.recorder.errors)
-            start = lab.send(text, to=args.agent)
+            if cell is None:
+                if line.strip().split(" ", 1)[0] in ("-h", "--help"):
+                    self._help("ask")
+                    return None
+                args, text = parse_ask_line(line)
+            else:
+                if wants_help(line):
+                    self._help("ask")
+                    return None
+                args, text = parse_ask(line), cell
+            return self._ask(args, text)
         except AklabError as exc:
-            print(f"aklab: {exc}")
-            return
-        target = args.agent or lab.entry.name
+            _fail(exc)
+
+    def _ask(self, args: AskArgs, text: str) -> Any:
+        from aklab.lab._settings import settings
+        from aklab.lab.session import AskTimeout
+
+        shell: Any = self.shell
+        defaults = settings()
+        namespace = shell.user_ns if shell is not None else {}
+        lab = self._lab()
+        seen_errors = len(lab.recorder.errors)
+        start = lab.send(expand(text.strip(), namespace), to=args.agent)
+        ask_id = lab.last_ask_id
         if args.bg:
             if args.out:
-                shell.user_ns[args.out] = PendingReplies(lab, start)
-            print(f"Sent to {target}; the team works in the background. %stop cancels.")
-            return
-        interrupted: list[str] | None = None
+                namespace[args.out] = PendingReplies(lab, start, ask_id)
+            print(f"Sent to {args.agent or lab.entry.name}; the team works in the background. %stop stops it.")
+            return None
+        timeout = args.timeout or defaults.timeout
+        fmt = args.format or defaults.default_format
         try:
-            if _in_kernel(shell):
+            if _in_kernel(shell) and ask_id is not None:
                 from IPython.display import display
 
-                display(_LiveView(lab.panel("transcript")))  # type: ignore[no-untyped-call]
-            done = lab.wait(args.timeout or DEFAULT_TIMEOUT)
-        except KeyboardInterrupt:  # the notebook's stop button: cancel, keep what arrived
-            interrupted = lab.interrupt()
-            done = True
-        replies = lab.inbox.messages[start:]
-        if args.out:
-            shell.user_ns[args.out] = replies
-        for reply in replies:
-            print(format_message(reply))
-            print()
+                from aklab.lab._magic_show import LiveView
+                from aklab.lab.panels import ask_transcript
+
+                display(LiveView(ask_transcript(lab, ask_id)))  # type: ignore[no-untyped-call]
+            done = lab.wait(timeout)
+        except KeyboardInterrupt:  # the notebook's stop button: stop, keep what arrived, fail the cell
+            stopped = lab.interrupt()
+            summary = stopped.summary() if hasattr(stopped, "summary") else f"stopped {', '.join(stopped)}"
+            self._show(lab, ask_id, start, fmt, args.out)
+            raise AskInterrupted(f"interrupted. {summary}") from None
+        result = self._show(lab, ask_id, start, fmt, args.out, display_it=False)
         for error in lab.errors(since=seen_errors):
-            print(f"aklab: {error}")
-        if interrupted is not None:
-            print(f"aklab: interrupted; cancelled the runs of {', '.join(interrupted) or 'nobody'}")
-        elif not done:
-            print(f"aklab: the team is still working after {args.timeout or DEFAULT_TIMEOUT:g}s; %stop cancels")
-        elif not replies:
-            print("(no reply reached @Human)")
+            print(f"aklab: {error}", file=sys.stderr)
+        if not done:
+            self._display(result)
+            raise AskTimeout(
+                f"the team is still working after {timeout:g}s; replies keep arriving in lab.replies(), %stop stops it"
+            )
+        return result
+
+    def _show(
+        self, lab: Lab, ask_id: str | None, start: int, fmt: str, out: str | None, *, display_it: bool = True
+    ) -> AskResult:
+        from aklab.lab._magic_show import shown
+        from aklab.lab.result import AskResult
+
+        result = shown(lab.result(ask_id, start) if ask_id else AskResult(lab.inbox.messages[start:]), fmt)
+        if out and self.shell is not None:
+            self.shell.user_ns[out] = result
+        if display_it:
+            self._display(result)
+        return result
+
+    @staticmethod
+    def _display(result: AskResult) -> None:
+        if result:
+            from IPython.display import display
+
+            display(result)  # type: ignore[no-untyped-call]
 
     @line_magic
     def stop(self, line: str) -> None:
-        """%stop [@Agent]: cancel the runs in flight (of @Agent only, if given)."""
+        """Stop the team: every ask in progress ends, queued asks are withdrawn.
+
+        Usage:
+          %stop            interrupt every run and withdraw the asks not started yet
+          %stop @Agent     cancel only @Agent's current run (its ask goes on)
+
+        Prints what it did, e.g. "Stopped: interrupted the run of @Manager; withdrew 1 ask
+        not started yet." The notebook's stop button does the same to a waiting %%ask.
+        """
+        if wants_help(line):
+            self._help("stop")
+            return
         try:
             stopped = self._lab().stop(parse_member(line, "%stop"))
         except AklabError as exc:
-            print(f"aklab: {exc}")
-            return
-        print(f"Cancelling the run of {', '.join(stopped)}." if stopped else "Nothing is running.")
+            _fail(exc)
+        print(stopped.summary())
 
     @line_magic
     def usage(self, line: str) -> Any:
-        """%usage [--by agent|run|model|request] [--live]: tokens and cost."""
+        """Tokens and cost as a DataFrame (or a live panel).
+
+        Usage:
+          %usage [--by agent|run|model|request] [--live]
+
+        --by run and --by request are shown narrow, to fit the notebook: run ids cut to 8
+        characters, no role or start time, short headers (req, in, out, tokens, cost $, secs);
+        the value (_) is the full DataFrame, every column and id whole.
+
+        Examples:
+          %usage
+          %usage --by run
+          frame = _   # every column, full run ids
+        """
+        if wants_help(line):
+            self._help("usage")
+            return None
         try:
             by, live = parse_usage(line)
             lab = self._lab()
-            return lab.panel("usage") if live else lab.usage(by=by)
+            if live:
+                return lab.panel("usage")
+            frame = lab.usage(by=by)
+            from aklab.lab._magic_show import usage_view
+
+            return usage_view(frame) if by in ("run", "request") else frame
         except AklabError as exc:
-            print(f"aklab: {exc}")
-            return None
+            _fail(exc)
 
     @line_magic
     def team(self, line: str) -> None:
-        """%team: the roster, with busy members marked."""
+        """The roster, with busy members marked.
+
+        Usage:
+          %team
+        """
+        if wants_help(line):
+            self._help("team")
+            return
         lab = self._lab()
         busy = lab.recorder.busy
         for member in lab.team():
@@ -299,12 +364,18 @@ class AklabMagics(Magics):
 
     @line_magic
     def transcript(self, line: str) -> None:
-        """%transcript [@Agent]: every message sent (by or to @Agent)."""
+        """Every message sent in the team, one line each (by or to @Agent only, if given).
+
+        Usage:
+          %transcript [@Agent]      (@Developer or Developer)
+        """
+        if wants_help(line):
+            self._help("transcript")
+            return
         try:
             messages = self._lab().transcript(parse_member(line, "%transcript"))
         except AklabError as exc:
-            print(f"aklab: {exc}")
-            return
+            _fail(exc)
         for message in messages:
             sender = message.sender.name if message.sender else "?"
             recipient = message.recipient.name if message.recipient else "?"
@@ -313,15 +384,65 @@ class AklabMagics(Magics):
 
     @line_magic
     def context(self, line: str) -> None:
-        """%context [@Agent]: the context-update blocks each agent received."""
+        """The context-update blocks each agent received (@Agent's only, if given).
+
+        Usage:
+          %context [@Agent]         (@Manager or Manager)
+        """
+        if wants_help(line):
+            self._help("context")
+            return
         try:
             updates = self._lab().context(parse_member(line, "%context"))
         except AklabError as exc:
-            print(f"aklab: {exc}")
-            return
+            _fail(exc)
         for update in updates:
             print(f"── {update.agent}")
             print(update.block)
             print()
         if not updates:
             print("(no context updates yet)")
+
+
+class AskInterrupted(AklabError):
+    """The notebook's stop button ended a waiting ``%%ask``: one line, and the cell fails."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"aklab: {self}"]
+
+
+def _new_lab(team: str) -> Lab:
+    """A lab on ``team`` with the ``Aklab.default_model``, if one is set."""
+    from aklab.lab._settings import settings
+    from aklab.lab.session import Lab
+
+    model = settings().default_model
+    return Lab(team, model=model or None)
+
+
+_MAGICS = ("aklab", "ask", "stop", "usage", "team", "transcript", "context")
+
+
+def _overview() -> str:
+    """``%aklab help``: one line per magic, then where to read more."""
+    lines = ["aklab magics (each takes -h/--help; %%ask? shows the same):", ""]
+    for name in _MAGICS:
+        doc = inspect.getdoc(getattr(AklabMagics, name)) or ""
+        summary, _, rest = doc.partition("\n")
+        usage = next((u.strip() for u in rest.split("Usage:", 1)[-1].splitlines() if u.strip()), "")
+        prefix = "%%ask / %ask" if name == "ask" else f"%{name}"
+        lines.append(f"  {prefix:<14} {summary}")
+        if usage:
+            lines.append(f"  {'':<14}   {usage}")
+    lines += [
+        "",
+        "Examples:",
+        "  %%ask",
+        "  Plan the next sprint for the login page.",
+        "",
+        "  %ask @Developer Write a haiku about tests.",
+        "  %stop",
+        "  %usage --by run",
+        '  %config Aklab.default_model = "local:smollm2"',
+    ]
+    return "\n".join(lines)

@@ -1,5 +1,6 @@
-"""The magics in a real Jupyter kernel: an interrupt during %%ask cancels the runs in
-flight, the agents survive, and the next %%ask works."""
+"""The magics in a real Jupyter kernel: an interrupt during %%ask stops the ask and fails
+the cell, the agents survive, and the next %%ask works; %stop withdraws an ask queued
+behind a run; an aklab error fails the cell with one line (nbclient stops there)."""
 
 from __future__ import annotations
 
@@ -46,6 +47,10 @@ def _run(client: BlockingKernelClient, code: str, *, on_output: Any = None, time
         kind, content = msg["msg_type"], msg["content"]
         if kind == "stream":
             text.append(content["text"])
+        elif kind in ("execute_result", "display_data"):
+            plain = content["data"].get("text/plain", "")
+            if plain != "<live transcript>":
+                text.append(plain + "\n")
         elif kind == "error":
             text.append(f"{content['ename']}: {content['evalue']}")
         elif kind == "status" and content["execution_state"] == "idle":
@@ -68,10 +73,11 @@ def test_an_interrupt_cancels_the_runs_and_the_next_ask_works(
 
     out = _run(client, "%%ask\nPlan the release.\n", on_output=interrupt_once_the_ask_is_under_way)
     assert interrupted
-    assert "aklab: interrupted; cancelled the runs of @Manager" in out
     assert "Run interrupted. (@Manager)" in out
+    # the cell fails (Run All stops), with one line saying what the stop did
+    assert out.endswith("AskInterrupted: interrupted. Stopped: interrupted the run of @Manager.")
     out = _run(client, "%%ask\nPlan the next release.\n")
-    assert out.startswith("@Manager → @Human (response):\nHere is what @Developer came back with")
+    assert out.startswith("@Manager (response):\nHere is what @Developer came back with")
     usage = _run(
         client, "print(sorted(get_lab().usage()['agent']))".replace("get_lab", "__import__('aklab.lab').lab.get_lab")
     )
@@ -92,5 +98,81 @@ def test_the_stop_button_does_not_wait_for_the_model_request_in_flight(
             km.interrupt_kernel()
 
     out = _run(client, "%%ask\nPlan the release.\n", on_output=interrupt_once_the_ask_is_under_way, timeout=20)
-    assert "aklab: interrupted; cancelled the runs of @Manager" in out
+    assert "interrupted. Stopped: interrupted the run of @Manager." in out
     assert time.monotonic() - started < 10
+
+
+# -- through nbclient, as Run All / papermill run a notebook -----------------------------
+
+GATED = """
+%load_ext aklab
+import asyncio, json, threading
+from pydantic_ai.messages import ModelResponse, ToolCallPart
+from pydantic_ai.models.function import FunctionModel
+from aklab.lab import Lab, get_lab, set_lab
+from aklab.lab.teams import builtin_team
+from aklab.llm import ModelConfig
+
+started, gate, calls = threading.Event(), threading.Event(), []
+
+async def gated(messages, info):
+    # the first request holds the team until a later cell opens the gate (no sleep)
+    calls.append(len(messages))
+    started.set()
+    await asyncio.to_thread(gate.wait, 60)
+    args = {"messages": [{"recipient": "@Human", "message_type": "response", "message": "answered"}]}
+    return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, json.dumps(args))])
+
+set_lab(Lab(builtin_team("dev-team").with_model(ModelConfig(model=FunctionModel(gated)))))
+"""
+
+
+def _notebook(*sources: str) -> Any:
+    import nbformat
+
+    return nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s.strip("\n")) for s in sources])
+
+
+def _execute(nb: Any, tmp_path: Any) -> None:
+    from nbclient import NotebookClient
+
+    NotebookClient(nb, timeout=90, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+
+
+def _text(cell: Any) -> str:
+    parts = []
+    for out in cell.outputs:
+        if out.output_type == "stream":
+            parts.append(out.text)
+        elif out.output_type in ("execute_result", "display_data"):
+            parts.append(out.data.get("text/plain", ""))
+    return "".join(parts)
+
+
+def test_stop_withdraws_an_ask_queued_behind_a_run_and_it_never_answers(tmp_path: Any) -> None:
+    nb = _notebook(
+        GATED,
+        "%%ask --bg --out first\nPlan the release.",
+        'assert started.wait(30); print("first ask under way")',
+        "%%ask --bg --out queued\nThen plan the one after.",
+        "%stop",
+        "gate.set()\nprint(get_lab().wait(30), [m.content for m in queued.wait(30)], len(calls))",
+    )
+    _execute(nb, tmp_path)
+    stop = _text(nb.cells[4])
+    assert stop == "Stopped: interrupted the run of @Manager; withdrew 1 ask not started yet.\n"
+    # the team is quiet, the queued ask got no reply, and the model was asked once (for the first ask)
+    assert _text(nb.cells[5]) == "True [] 1\n"
+
+
+def test_an_aklab_error_fails_the_cell_with_one_line_and_the_run_stops_there(tmp_path: Any) -> None:
+    from nbclient.exceptions import CellExecutionError
+
+    nb = _notebook("%load_ext aklab", "%%ask @Ghost\nhello", 'print("not reached")')
+    with pytest.raises(CellExecutionError) as failed:
+        _execute(nb, tmp_path)
+    assert failed.value.ename == "RoutingError"
+    [error] = nb.cells[1].outputs
+    assert error.output_type == "error"
+    assert error.traceback == ["aklab: no team member @Ghost; members: @Human, @Manager"]
+    assert nb.cells[2].outputs == []  # nbclient stopped at the failed cell

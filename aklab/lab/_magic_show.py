@@ -1,0 +1,134 @@
+"""What the magics show: replies in a chosen format, usage tables that fit a notebook,
+the live transcript with a fixed text/plain, and ``%aklab list``."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import TYPE_CHECKING, Any
+
+from aklab.lab.result import AskResult
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["PROVIDER_KEYS", "LiveView", "compact_usage", "listing", "shown", "usage_view"]
+
+#: The environment variables each provider reads its key from (``%aklab list`` says
+#: whether one is set, never its value). Providers without a key have none.
+PROVIDER_KEYS: dict[str, tuple[str, ...]] = {
+    "demo": (),
+    "openai": ("OPENAI_API_KEY",),
+    "openai-compatible": (),
+    "local": (),
+    "anthropic": ("ANTHROPIC_API_KEY",),
+    "google": ("GOOGLE_API_KEY", "GEMINI_API_KEY"),
+    "mistral": ("MISTRAL_API_KEY",),
+    "openrouter": ("OPENROUTER_API_KEY",),
+}
+
+
+class LiveView:
+    """Shows a live panel with a fixed text/plain: its content depends on timing."""
+
+    def __init__(self, panel: Any) -> None:
+        self._panel = panel
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        bundle: dict[str, Any] = dict(self._panel._repr_mimebundle_(include, exclude))
+        bundle["text/plain"] = "<live transcript>"
+        return bundle
+
+
+class _Shown(AskResult):
+    """An ``AskResult`` shown in one chosen format (``--format text|json``); still the result."""
+
+    _format = "markdown"
+
+    def _repr_markdown_(self) -> str | None:  # type: ignore[override]
+        return self.as_markdown() if self._format == "markdown" else None
+
+    def _repr_json_(self) -> Any:
+        return (self._shown_json(), {"expanded": True}) if self._format == "json" else None
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(json.dumps(self._shown_json(), indent=2) if self._format == "json" else self.as_text())
+
+    def _shown_json(self) -> list[dict[str, Any]]:
+        # The ask id stays in as_json(); a saved notebook's output has no ids.
+        return [{k: v for k, v in reply.items() if k != "ask_id"} for reply in self.as_json()]
+
+
+def shown(result: AskResult, fmt: str) -> AskResult:
+    """``result`` displayed as ``fmt`` (markdown, text or json), keeping every attribute."""
+    if fmt == "markdown":
+        return result
+    view = _Shown.__new__(_Shown)
+    view.extend(result)
+    view.__dict__.update(result.__dict__)
+    view._format = fmt
+    return view
+
+
+#: Short headers of the displayed usage table (the DataFrame keeps its own names).
+_SHORT = {
+    "run_id": "run",
+    "requests": "req",
+    "input_tokens": "in",
+    "output_tokens": "out",
+    "total_tokens": "tokens",
+    "cost_usd": "cost $",
+    "duration_s": "secs",
+    "estimated": "est.",
+}
+
+
+def compact_usage(frame: pd.DataFrame) -> pd.DataFrame:
+    """A usage frame that fits a notebook: 8-character run ids, no role, start time or cost
+    source, short headers, durations to 0.1 s. For display only; the frame keeps every value."""
+    shown = frame.drop(columns=[c for c in ("role", "started_at", "cost_source") if c in frame.columns])
+    if "run_id" in shown.columns:
+        shown = shown.assign(run_id=shown["run_id"].astype(str).str.slice(0, 8))
+    if "duration_s" in shown.columns:
+        shown = shown.assign(duration_s=shown["duration_s"].round(1))
+    return shown.rename(columns=_SHORT)
+
+
+def usage_view(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` itself (all values, a DataFrame), displayed as :func:`compact_usage`."""
+    import pandas as pd
+
+    class UsageFrame(pd.DataFrame):
+        @property
+        def _constructor(self) -> type[pd.DataFrame]:  # derived frames are plain frames
+            return pd.DataFrame
+
+        def _repr_html_(self) -> str | None:
+            html: str | None = getattr(compact_usage(pd.DataFrame(self)), "_repr_html_")()  # noqa: B009
+            return html
+
+        def __repr__(self) -> str:
+            with pd.option_context("display.width", 160, "display.max_columns", 12):
+                return repr(compact_usage(pd.DataFrame(self)))
+
+    return UsageFrame(frame)
+
+
+def listing() -> str:
+    """``%aklab list``: built-in teams, model providers and whether their key is set."""
+    from aklab.lab.teams import BUILTIN_TEAMS
+    from aklab.llm.profiles import FAMILY_MODULES, family
+
+    lines = ["Built-in teams: " + ", ".join(BUILTIN_TEAMS), "", "Model providers (%aklab model provider:model):"]
+    lines.append(f"  {'provider':<18} {'context':>9}  {'key variable':<34} key set")
+    for name in FAMILY_MODULES:
+        fam = family(name)
+        keys = PROVIDER_KEYS.get(name, ())
+        if keys:
+            is_set = "yes" if any(os.environ.get(k) for k in keys) else "no"
+            variable = " or ".join(keys)
+        else:
+            is_set, variable = "-", "(none needed)"
+        lines.append(f"  {name:<18} {fam.default_context_length:>9,}  {variable:<34} {is_set}")
+    lines += ["", "Keys are read from the environment only; their values are never shown."]
+    return "\n".join(lines)
