@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pykka
@@ -7,6 +8,18 @@ import pytest
 
 from aklab.core import ActorSystem
 from tests.fakeserver import FakeOpenAI
+
+
+@pytest.fixture(scope="session", autouse=True)
+def event_store_in_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Labs made by tests append to a store in a temporary folder, never to ./.aklab of the checkout."""
+    old = os.environ.get("AKLAB_STORE")
+    os.environ["AKLAB_STORE"] = str(tmp_path_factory.mktemp("store") / "events.sqlite3")
+    yield
+    if old is None:
+        os.environ.pop("AKLAB_STORE", None)
+    else:
+        os.environ["AKLAB_STORE"] = old
 
 
 @pytest.fixture

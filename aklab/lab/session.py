@@ -12,6 +12,7 @@ from aklab.agent import AgentMessage, ContextUpdateEvent, HumanProxy
 from aklab.core import ActorAddress, ActorSystem, BaseConfig, CancelMessage, Orchestrator, TeamGuard
 from aklab.errors import ActorGoneError, AklabError, ConfigError, RoutingError
 from aklab.lab.frames import usage_frame
+from aklab.lab.persist import open_link, subscribe
 from aklab.lab.recorder import TeamRecorder
 from aklab.lab.result import AskResult
 from aklab.lab.teams import BUILTIN_TEAMS, TeamSpec, builtin_team
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from aklab.lab.panels import Dashboard, Panel
+    from aklab.store import EventStore
 
 __all__ = ["DEFAULT_TIMEOUT", "AskTimeout", "Lab", "Stopped", "check_models", "format_message", "resolve_team"]
 
@@ -79,13 +81,16 @@ class Lab:
         model: str | ModelConfig | None = None,
         guard: TeamGuard | None = None,
         trust: Iterable[str] = (),
+        store: Any = None,
     ) -> None:
         """Start ``team`` (on ``model``, if given) and wait until its first members have started.
 
         ``trust`` names the packages a team file may import tools or agent classes from
         (besides ``aklab``; see ``aklab.lab.teamfile``). ``guard`` bounds every ask (turns,
         tokens, cost, ping-pongs, team size; see :class:`aklab.core.TeamGuard` for the
-        defaults); ``lab.guard`` changes it later.
+        defaults); ``lab.guard`` changes it later. ``store`` is where every record of the
+        team is appended as it happens (see ``aklab.lab.persist``): by default
+        ``./.aklab/events.sqlite3`` (or ``$AKLAB_STORE``); ``False`` keeps nothing on disk.
 
         Fails fast, with nothing left running: a model that cannot be built (no SDK, no
         key, unknown provider) raises ``ConfigError`` before any actor starts; a member
@@ -101,6 +106,7 @@ class Lab:
         self.last_ask_id: str | None = None
         self.system = ActorSystem(guard=guard)
         self.recorder = TeamRecorder()
+        self._store = open_link(store)
         from aklab.lab.panels import watch_lab
 
         watch_lab(self)  # a cell's panel, opened just after its ask was sent, replays it all
@@ -108,12 +114,14 @@ class Lab:
             self._start()
         except BaseException:
             self.system.shutdown()
+            self._store.close()
             raise
 
     def _start(self) -> None:
         orchestrator = self.system.createActor(Orchestrator, BaseConfig(name="@Orchestrator", role="Orchestrator"))
         self.orchestrator = self.system.proxy_ask(orchestrator, Orchestrator)
         self.orchestrator.subscribe(self.recorder)
+        subscribe(self._store, self.orchestrator, name=self.spec.name, metadata=self._metadata())
         self.orchestrator.register_agent_profiles(self.spec.cards)
         self.human = self.orchestrator.createActor(HumanProxy, BaseConfig(name="@Human", role="Human"))
         self.inbox = self.system.proxy_ask(self.human, HumanProxy).inbox
@@ -124,6 +132,26 @@ class Lab:
             if role != self.spec.entry:
                 started.append(self._start_role(role))
         self.system.wait_started(*started)
+
+    def _metadata(self) -> dict[str, Any]:
+        models = {c.config.role: c.config.model_cfg.label for c in self.spec.cards if hasattr(c.config, "model_cfg")}
+        return {"entry": self.spec.entry, "roles": [c.config.role for c in self.spec.cards], "models": models}
+
+    # -- the event store ------------------------------------------------------------------
+    @property
+    def team_id(self) -> str:
+        """This team session's id in the event store."""
+        return self._store.team_id
+
+    @property
+    def store(self) -> EventStore | None:
+        """The event store this lab appends to (None when it keeps nothing on disk)."""
+        return self._store.store
+
+    @property
+    def store_warning(self) -> str | None:
+        """Why the store is not recording, if it is not (the team then runs in memory only)."""
+        return self._store.warning
 
     def _start_role(self, role: str) -> ActorAddress:
         card = self.orchestrator.get_agent_card(role)
@@ -299,6 +327,7 @@ class Lab:
         tokens = sum(e.total_tokens for e in usage)
         unknown = sum(1 for e in usage if e.input_tokens is None or e.output_tokens is None)
         lines.append(f"usage: {len(usage)} requests, {tokens} tokens" + (f" ({unknown} unreported)" if unknown else ""))
+        lines.append(f"store: {self._store.location}" + (f" — {self.store_warning}" if self.store_warning else ""))
         return "\n".join(lines)
 
     def dashboard(self) -> Dashboard:
@@ -326,6 +355,7 @@ class Lab:
         # and no model request starts (the mailbox capability checks before each one).
         self.system.asks.close()
         self.system.shutdown(timeout=CLOSE_TIMEOUT)
+        self._store.close()
 
     def __enter__(self) -> Lab:
         return self

@@ -39,7 +39,8 @@ def binder_kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         env=env,
     )
     checkout = base / "repo"
-    shutil.copytree(ROOT, checkout, ignore=shutil.ignore_patterns(".venv", ".git", "*.egg-info", "__pycache__"))
+    skip = shutil.ignore_patterns(".venv", ".git", "*.egg-info", "__pycache__", ".aklab")
+    shutil.copytree(ROOT, checkout, ignore=skip)
     subprocess.run(["bash", str(checkout / "binder" / "postBuild")], check=True, cwd=checkout, env=env)
     # A kernelspec pointing at the Binder environment's Python, found through JUPYTER_PATH.
     spec_dir = base / "jupyter" / "kernels" / "aklab-binder"
