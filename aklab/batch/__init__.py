@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from aklab.batch._process import ProcessEngine
     from aklab.batch._ray import RayEngine
     from aklab.batch._result import BatchResult
-    from aklab.batch._scenario import Scenario, load_scenarios
+    from aklab.batch._scenario import Scenario, ScenarioLike, load_scenarios
     from aklab.batch.progress import ProgressSink, ProgressState, TextProgress, WidgetProgress
 
 __all__ = [
@@ -73,6 +73,7 @@ __all__ = [
     "ProgressState",
     "RayEngine",
     "Scenario",
+    "ScenarioLike",
     "TextProgress",
     "WidgetProgress",
     "last_result",
@@ -91,6 +92,7 @@ _HOMES = {
     "RayEngine": "aklab.batch._ray",
     "BatchResult": "aklab.batch._result",
     "Scenario": "aklab.batch._scenario",
+    "ScenarioLike": "aklab.batch._scenario",
     "load_scenarios": "aklab.batch._scenario",
     "ProgressSink": "aklab.batch.progress",
     "ProgressState": "aklab.batch.progress",

@@ -122,6 +122,7 @@ def start(
     jobs, labels = _plan(items, team, model, guard, timeout_s, tuple(trust))
     if backend.ships_jobs:
         _check_picklable(backend, jobs, items)
+    backend.prepare()
     result = BatchResult(items, labels, backend.name)
     sink = make_sink(progress, len(items), backend.name)
     driver = _Driver(result, jobs, backend, sink, concurrency=concurrency, retries=retries, timeout_s=timeout_s)

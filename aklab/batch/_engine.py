@@ -64,6 +64,10 @@ class Engine(ABC):
         """True when jobs leave this process (so they must be picklable)."""
         return True
 
+    def prepare(self) -> None:
+        """Slow set-up that belongs on the caller's thread (joining a Ray cluster); once, before ``open``."""
+        return None  # nothing to do for most engines
+
     @abstractmethod
     def open(self, post: Post, concurrency: int) -> None:
         """Get ready to run ``concurrency`` attempts at once, posting their news with ``post``."""

@@ -71,7 +71,7 @@ class ProcessEngine(Engine):
         n = self.workers or min(concurrency, os.cpu_count() or 1)
         n = max(1, min(n, concurrency))
         self._per_worker = math.ceil(concurrency / n)
-        self.slots = n * self._per_worker if self.workers else concurrency
+        self.slots = concurrency
         with self._lock:
             self._pool = [self._spawn() for _ in range(n)]
         self._reader = threading.Thread(target=self._read, name="aklab-batch-process-reader", daemon=True)

@@ -105,19 +105,22 @@ class RayEngine(Engine):
 
         return bytes(cloudpickle.dumps(obj))  # type: ignore[no-untyped-call]
 
-    def open(self, post: Post, concurrency: int) -> None:
+    def prepare(self) -> None:
         ray = self.ray
-        self._post = post
         if not ray.is_initialized():
             options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, **self.init_options}
             if self.runtime_env:
                 options["runtime_env"] = self.runtime_env
             ray.init(address=self.address, **options)
             self._started_ray = True
+
+    def open(self, post: Post, concurrency: int) -> None:
+        ray = self.ray
+        self._post = post
         n = self.workers or max(1, int(ray.cluster_resources().get("CPU", 1) // max(self.num_cpus, 1e-9)))
         n = max(1, min(n, concurrency))
         self._per_actor = math.ceil(concurrency / n)
-        self.slots = concurrency if not self.workers else n * self._per_actor
+        self.slots = concurrency
         self._remote = ray.remote(TeamHost).options(
             max_concurrency=self._per_actor + 2, num_cpus=self.num_cpus, max_restarts=0
         )

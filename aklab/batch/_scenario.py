@@ -136,7 +136,7 @@ def _from_mapping(row: Mapping[str, Any], *, default_id: str) -> Scenario:
     turns: Any = data.get("turns")
     if isinstance(turns, str):  # a CSV cell: a JSON list, or one turn
         text = turns.strip()
-        turns = json.loads(text) if text.startswith("[") else [text]
+        turns = json.loads(text) if text.startswith("[") else [text] if text else None
     if not turns:
         turns = data.get("question")
     if not turns:

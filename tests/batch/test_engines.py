@@ -1,0 +1,181 @@
+"""The same call gives the same frames on the local and process engines; faults are retried,
+costed per attempt, and reported."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import aklab.batch as batch
+from aklab.batch import Scenario
+from aklab.batch._result import SCENARIO_COLUMNS
+from aklab.batch.checks import contains
+from aklab.batch.progress import ProgressState
+from aklab.errors import ConfigError
+from aklab.lab import Lab
+from aklab.lab.frames import REQUEST_COLUMNS
+from aklab.llm import ModelConfig
+from tests.batch.helpers import SLOW, FailsOnce, KillsWorkerOnce, WordCount
+
+ENGINES = ["local", "process"]
+QUESTIONS = [f"Plan feature {i}" for i in range(6)]
+
+
+@pytest.fixture(scope="module")
+def frames() -> dict[str, batch.BatchResult]:
+    """One 6-scenario batch per engine (process workers are slow to start: share them)."""
+    scenarios: list[batch.ScenarioLike] = [*QUESTIONS[:4], ["Plan the login page", "And test it"]]
+    scenarios.append(Scenario("scored", "Plan the search box", check=WordCount(minimum=3), metadata={"tier": "a"}))
+    return {
+        engine: batch.run(scenarios, engine=engine, concurrency=4, workers=2, progress=False, timeout_s=60)
+        for engine in ENGINES
+    }
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_every_scenario_gets_a_row_with_its_answer_and_usage(frames: dict[str, batch.BatchResult], engine: str) -> None:
+    result = frames[engine]
+    table = result.scenarios
+    assert list(table.columns) == [*SCENARIO_COLUMNS, "tier"]
+    assert list(table["id"]) == ["s1", "s2", "s3", "s4", "s5", "scored"]
+    assert set(table["status"]) == {"ok"} and set(table["attempt"]) == {1}
+    assert table.loc[4, "asks"] == 2 and "And test it" in table.loc[4, "answer"]
+    assert table.loc[5, "score"] == 1.0 and table.loc[5, "tier"] == "a"
+    assert table["score"].isna().sum() == 5
+    assert (table["tokens"] > 0).all() and (table["wall_s"] > 0).all()
+    usage = result.usage
+    assert list(usage.columns) == ["scenario_id", "attempt", *REQUEST_COLUMNS]
+    per_scenario = usage.groupby("scenario_id", sort=False)["total_tokens"].sum()
+    assert per_scenario.to_dict() == dict(zip(table["id"], table["tokens"], strict=True))
+    assert int(usage["requests"].sum()) == int(table["requests"].sum())
+
+
+def test_a_batch_scenario_costs_what_the_same_ask_costs_in_a_lab(frames: dict[str, batch.BatchResult]) -> None:
+    with Lab() as lab:
+        reply = lab.ask(QUESTIONS[0], timeout=30)
+    row = frames["local"].scenarios.iloc[0]
+    assert row["answer"] == reply.text
+    assert (row["requests"], row["tokens"]) == (reply.totals()["requests"], reply.totals()["tokens"])
+    assert list(frames["local"].usage.columns[2:]) == list(reply.usage(by="request").columns)
+
+
+def test_local_and_process_engines_give_the_same_frames(frames: dict[str, batch.BatchResult]) -> None:
+    keep = ["id", "team", "model", "status", "answer", "score", "asks", "requests", "tokens", "attempt"]
+    local, process = (frames[e].scenarios[keep] for e in ENGINES)
+    pd.testing.assert_frame_equal(local, process)
+    assert (frames["local"].usage.dtypes == frames["process"].usage.dtypes).all()
+    summary = frames["process"].summary()
+    assert summary.loc[0, ["scenarios", "ok", "attempts"]].tolist() == [6, 6, 6]
+    assert summary.loc[0, "tokens"] == frames["process"].usage["total_tokens"].sum()
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_raising_scenario_is_retried_and_every_attempt_is_costed(
+    engine: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    scenarios = [
+        Scenario("flaky", "Plan the login page", check=FailsOnce(str(tmp_path / "flaky"))),
+        Scenario("broken", "Plan it", model="openai:gpt-4.1"),  # no key: the Lab refuses to start
+        "Plan the search box",
+    ]
+    result = batch.run(scenarios, engine=engine, retries=2, concurrency=3, workers=1, progress=False, timeout_s=60)
+    table = result.scenarios.set_index("id")
+    assert table.loc["flaky", ["status", "attempt", "score"]].tolist() == ["ok", 2, 1.0]
+    assert table.loc["broken", ["status", "attempt"]].tolist() == ["failed", 3]
+    assert table.loc["broken", "error"].startswith("ConfigError: ") and "OPENAI_API_KEY" in table.loc["broken", "error"]
+    assert table.loc["s3", ["status", "attempt"]].tolist() == ["ok", 1]
+    attempts = result.attempts
+    assert sorted(attempts[attempts["id"] == "flaky"]["status"]) == ["failed", "ok"]
+    flaky_usage = result.usage[result.usage["scenario_id"] == "flaky"]
+    assert sorted(set(flaky_usage["attempt"])) == [1, 2]  # the failed attempt's requests are kept
+    assert result.summary().set_index("model").loc["openai:gpt-4.1", "attempts"] == 3
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_hanging_scenario_times_out_and_the_batch_finishes(engine: str) -> None:
+    scenarios = [Scenario("hangs", "Plan it", model=SLOW), "Plan the login page"]
+    result = batch.run(scenarios, engine=engine, timeout_s=1.5, retries=1, concurrency=2, workers=1, progress=False)
+    table = result.scenarios.set_index("id")
+    assert table.loc["hangs", ["status", "attempt"]].tolist() == ["timeout", 2]
+    assert "no answer within 1.5s" in table.loc["hangs", "error"]
+    assert table.loc["s2", "status"] == "ok"
+    assert list(result.attempts.query("id == 'hangs'")["attempt"]) == [1, 2]
+
+
+def test_a_killed_process_worker_costs_only_its_attempt_and_is_replaced() -> None:
+    killed: list[int] = []
+    lock = threading.Lock()
+
+    def kill_doomed(state: ProgressState) -> None:
+        running = state.running.get("doomed")
+        if running is None:
+            return
+        pid = int(running[1].rsplit(":", 1)[1])
+        with lock:
+            if running[0] > len(killed):  # once per attempt, our own worker by its pid
+                killed.append(pid)
+                os.kill(pid, signal.SIGKILL)
+
+    scenarios = [Scenario("doomed", "Plan it", model=SLOW), *QUESTIONS[:3]]
+    # one team per worker, so the killed worker hosts only the doomed scenario
+    result = batch.run(scenarios, engine="process", workers=2, concurrency=2, retries=1, progress=kill_doomed)
+    table = result.scenarios.set_index("id")
+    assert len(killed) == 2
+    assert table.loc["doomed", ["status", "attempt"]].tolist() == ["failed", 2]
+    assert f"worker process {killed[1]} died (signal SIGKILL)" == table.loc["doomed", "error"]
+    assert (table.drop(index="doomed")["status"] == "ok").all()
+    assert (table.drop(index="doomed")["attempt"] == 1).all()
+
+
+def test_a_worker_that_dies_once_is_retried_on_a_new_worker(tmp_path: Path) -> None:
+    scenarios = [Scenario("dies", "Plan it", check=KillsWorkerOnce(str(tmp_path / "died"))), "Plan the login page"]
+    result = batch.run(scenarios, engine="process", workers=1, concurrency=2, retries=1, progress=False)
+    table = result.scenarios.set_index("id")
+    assert table.loc["dies", ["status", "attempt"]].tolist() == ["ok", 2]
+    first = result.attempts.query("id == 'dies' and attempt == 1").iloc[0]
+    assert first["status"] == "failed" and "died (signal SIGKILL)" in first["error"]
+    dead_pid = (tmp_path / "died").read_text()
+    assert dead_pid not in set(result.attempts.query("status == 'ok'")["worker"].str.split(":").str[1])
+
+
+def test_the_process_engine_refuses_what_cannot_be_pickled_in_one_line() -> None:
+    with pytest.raises(ConfigError, match=r"scenario 's1''s check \(<function .*cannot be pickled") as info:
+        batch.start([Scenario("s1", "q", check=lambda answer: True)], engine="process")
+    assert "\n" not in str(info.value) and "engine='local'" in str(info.value)
+    from pydantic_ai.models.function import FunctionModel
+
+    model = ModelConfig(model=FunctionModel(lambda messages, info: None))  # type: ignore[arg-type,return-value]
+    with pytest.raises(ConfigError, match=r"scenario 's1''s team .* cannot be pickled"):
+        batch.start(["q"], model=model, engine="process")
+    with pytest.raises(ConfigError, match="engine 'threads': choose 'local', 'process' or 'ray'"):
+        batch.start(["q"], engine="threads")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        ({"concurrency": 0}, "concurrency must be"),
+        ({"retries": -1}, "retries must be"),
+        ({"timeout_s": float("nan")}, "timeout_s must be"),
+        ({"workers": 0}, "workers must be"),
+        ({"team": "no-such-team"}, "no built-in team"),
+        ({"model": "gpt4"}, "provider:model"),
+    ],
+)
+def test_bad_arguments_fail_before_anything_starts(options: dict[str, object], words: str) -> None:
+    with pytest.raises(ConfigError, match=words):
+        batch.start(["q"], **options)  # type: ignore[arg-type]
+
+
+def test_expected_answers_score_without_a_check() -> None:
+    result = batch.run(
+        [Scenario("a", "Plan the login page", expected="login page"), Scenario("b", "Plan X", check=contains("zzz"))],
+        progress=False,
+    )
+    assert result.scenarios["score"].tolist() == [1.0, 0.0]
