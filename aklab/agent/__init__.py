@@ -3,7 +3,13 @@
 from aklab.agent.agent import BaseAgent
 from aklab.agent.capabilities import MailboxRenderError, RunInterruptedError
 from aklab.agent.config import AgentConfig, AgentState
-from aklab.agent.events import AgentBusyEvent, ContextUpdateEvent, OperatorActionEvent, RoutingSkippedEvent
+from aklab.agent.events import (
+    AgentBusyEvent,
+    AgentSnapshotEvent,
+    ContextUpdateEvent,
+    OperatorActionEvent,
+    RoutingSkippedEvent,
+)
 from aklab.agent.human_proxy import HumanInbox, HumanProxy
 from aklab.agent.messages import AgentMessage, LlmRenderable, MailboxPreviewable
 from aklab.agent.output_models import REPLY_PROTOCOLS, Request, StructuredOutput
@@ -14,6 +20,7 @@ __all__ = [
     "AgentBusyEvent",
     "AgentConfig",
     "AgentMessage",
+    "AgentSnapshotEvent",
     "AgentState",
     "BaseAgent",
     "ContextUpdateEvent",

@@ -37,7 +37,13 @@ from typing import Any, TypeVar
 from aklab.agent.capabilities import MailboxCapability, RunInterruptedError, is_cancel
 from aklab.agent.capabilities.recipients import RecipientCheckCapability
 from aklab.agent.config import AgentConfig, AgentState
-from aklab.agent.events import AgentBusyEvent, ContextUpdateEvent, OperatorActionEvent, RoutingSkippedEvent
+from aklab.agent.events import (
+    AgentBusyEvent,
+    AgentSnapshotEvent,
+    ContextUpdateEvent,
+    OperatorActionEvent,
+    RoutingSkippedEvent,
+)
 from aklab.agent.messages import AgentMessage
 from aklab.agent.output_models import StructuredOutput
 from aklab.agent.usage_limits import guard_usage_limits
@@ -80,6 +86,7 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         self._marker_scan: tuple[int, int, set[int]] = (0, 0, set())
         self._hired_this_turn = 0
         self._cancel_reason: str | None = None
+        self._snapshotted: list[Any] = []  # the history messages the last snapshot covered
 
     # -- assembly -------------------------------------------------------------------
     def on_start(self) -> None:
@@ -337,6 +344,7 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
             raise ModelError(f"{self.config.name}: model call failed: {line}") from exc
         finally:
             self.notify_event(AgentBusyEvent(agent=self.config.name, role=self.config.role, busy=False))
+            self._snapshot()
 
     def _asks_running(self) -> AbstractContextManager[None]:
         """While the run is in flight, stopping its ask interrupts it."""
@@ -347,6 +355,41 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
     def _cancels_purged(self, removed: list[Any]) -> None:
         reasons = [r for r in (getattr(m, "reason", None) for m in removed) if isinstance(r, str) and r.strip()]
         self._cancel_reason = reasons[-1].strip() if reasons else None
+
+    # -- what a resume needs (only when the team keeps an event store) --------------------------
+    def _snapshot(self) -> None:
+        if self._system is None or not self._system.persist:
+            return
+        from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+        history = self._react_agent.messages
+        before = self._snapshotted
+        grew = len(history) >= len(before) and all(a is b for a, b in zip(before, history, strict=False))
+        new = history[len(before) :] if grew else history
+        self._snapshotted = list(history)
+        self.notify_event(
+            AgentSnapshotEvent(
+                agent=self.config.name,
+                agent_id=self.myAddress.agent_id,
+                replace=not grew,
+                messages=ModelMessagesTypeAdapter.dump_python(list(new), mode="json"),
+                state=self.state.model_dump(mode="json"),
+            )
+        )
+
+    def history(self) -> list[Any]:
+        """A copy of this agent's model history (pydantic-ai messages)."""
+        return list(self._react_agent.messages)
+
+    def restore(self, messages: list[dict[str, Any]], state: dict[str, Any], usage: list[LlmUsageEvent]) -> None:
+        """Take back a stored history, state and lifetime usage (``Lab.resume``), before any mail."""
+        from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+        self._react_agent.messages = list(ModelMessagesTypeAdapter.validate_python(messages))
+        self._snapshotted = list(self._react_agent.messages)
+        if state:
+            self.state = type(self.state).model_validate(state)
+        self._react_agent.budget.rebuild(usage)
 
     def _interrupted(self, output_type: type[T]) -> T:
         reason, self._cancel_reason = self._cancel_reason, None
@@ -470,6 +513,7 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         self.notify_event(
             OperatorActionEvent(agent=self.config.name, operator=operator, command=message.content, result=result)
         )
+        self._snapshot()
         return True
 
     def run_command(self, text: str) -> str | None:

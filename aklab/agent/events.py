@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from typing import Any, ClassVar
 
-__all__ = ["AgentBusyEvent", "ContextUpdateEvent", "OperatorActionEvent", "RoutingSkippedEvent"]
+from pydantic import BaseModel, Field
+
+__all__ = ["AgentBusyEvent", "AgentSnapshotEvent", "ContextUpdateEvent", "OperatorActionEvent", "RoutingSkippedEvent"]
 
 
 class RoutingSkippedEvent(BaseModel):
@@ -38,3 +40,18 @@ class AgentBusyEvent(BaseModel):
     agent: str
     role: str
     busy: bool
+
+
+class AgentSnapshotEvent(BaseModel):
+    """What a resume needs of an agent after a turn (recorded only when the team keeps an
+    event store): its model history — the messages added since the last snapshot, or all of
+    them (``replace``) after a compaction or ``/clear`` — and its state (the context-update
+    baseline among it)."""
+
+    aklab_log_limit: ClassVar[int] = 1  # the store keeps them all; memory only the last
+
+    agent: str
+    agent_id: str
+    replace: bool = False
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    state: dict[str, Any] = Field(default_factory=dict)

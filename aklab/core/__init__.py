@@ -10,6 +10,7 @@ from aklab.core._log import TeamLog
 from aklab.core._mailbox import Activity, Mailbox
 from aklab.core._messages import (
     CancelMessage,
+    DispatchedMessage,
     ErrorMessage,
     EventMessage,
     HandledMessage,
@@ -35,6 +36,7 @@ __all__ = [
     "BaseConfig",
     "BaseState",
     "CancelMessage",
+    "DispatchedMessage",
     "ErrorMessage",
     "EventMessage",
     "EventSubscriber",

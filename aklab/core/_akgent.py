@@ -37,6 +37,7 @@ from aklab.core._directory import TeamDirectory
 from aklab.core._log import TeamLog
 from aklab.core._mailbox import Mailbox
 from aklab.core._messages import (
+    DispatchedMessage,
     ErrorMessage,
     EventMessage,
     HandledMessage,
@@ -213,7 +214,10 @@ class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
                 if self._withdrawn(message):
                     self._notify(HandledMessage(message_id=message.id, ask_id=message.ask_id))
                     return
-                self._dispatch(message)
+                if self._system is not None and self._system.persist:
+                    self._dispatch_recorded(message)
+                else:
+                    self._dispatch(message)
             else:
                 log.warning("%s ignored a non-message: %r", self.config.name, message)
         except (KeyboardInterrupt, GeneratorExit):
@@ -222,6 +226,14 @@ class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
             self._report_error(exc, message if isinstance(message, Message) else None)
         finally:
             self._ended(message)
+
+    def _dispatch_recorded(self, message: Message) -> None:
+        """Dispatch between two records, so that a resume knows what was finished."""
+        self._notify(DispatchedMessage(message_id=message.id, ask_id=message.ask_id))
+        try:
+            self._dispatch(message)
+        finally:  # an error is an end too: a resume must not repeat a failure
+            self._notify(DispatchedMessage(message_id=message.id, ask_id=message.ask_id, done=True))
 
     def _dispatch(self, message: Message) -> None:
         handler = self._find_handler(type(message))

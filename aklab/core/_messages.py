@@ -17,6 +17,7 @@ from aklab.core._address import ActorAddress
 
 __all__ = [
     "CancelMessage",
+    "DispatchedMessage",
     "ErrorMessage",
     "EventMessage",
     "HandledMessage",
@@ -85,6 +86,15 @@ class HandledMessage(OrchestratorMessage):
     """A queued message was consumed without being dispatched (absorbed or purged)."""
 
     message_id: str
+
+
+class DispatchedMessage(OrchestratorMessage):
+    """A queued message was taken for handling (``done=False``) and its handler returned
+    (``done=True``). Recorded only when the team keeps an event store: a resume re-delivers
+    every message whose handling never finished, so each is handled to the end once."""
+
+    message_id: str
+    done: bool = False
 
 
 class StartMessage(OrchestratorMessage):

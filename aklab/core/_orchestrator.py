@@ -63,8 +63,10 @@ class Orchestrator(Akgent[BaseConfig, Any]):
         return self.team_directory.card(role)
 
     # -- members ----------------------------------------------------------------------
-    def createActor(self, actor_class: type[Akgent[Any, Any]], config: BaseConfig | None = None) -> ActorAddress:
-        """Start a team member; its name is made unique within the team."""
+    def createActor(
+        self, actor_class: type[Akgent[Any, Any]], config: BaseConfig | None = None, *, agent_id: str | None = None
+    ) -> ActorAddress:
+        """Start a team member; its name is made unique within the team (``agent_id``: on resume)."""
         assert self._system is not None, "an Orchestrator must be created by an ActorSystem"
         cap = self._system.asks.guard.max_members
         if cap is not None and len(self.team_directory.members()) >= cap:
@@ -80,6 +82,7 @@ class Orchestrator(Akgent[BaseConfig, Any]):
             team_id=self.myAddress.team_id,
             directory=self.team_directory,
             team_log=self.team_log,
+            agent_id=agent_id,
         )
         self.team_directory.add_member(address)
         self._record(StartMessage(sender=address, config=config))

@@ -123,6 +123,9 @@ class ActorSystem:
     def __init__(self, *, ask_timeout: float | None = DEFAULT_ASK_TIMEOUT, guard: TeamGuard | None = None) -> None:
         self.activity = Activity()
         self.asks = AskLedger(guard)
+        #: Record what a resume needs (a record per message taken for handling, agents'
+        #: history deltas); set by a lab that keeps an event store.
+        self.persist = False
         self.ask_timeout = ask_timeout
         self._actors: list[ActorAddress] = []
         self._start_failures: dict[str, str] = {}
@@ -136,11 +139,12 @@ class ActorSystem:
         team_id: str = "",
         directory: TeamDirectory | None = None,
         team_log: TeamLog | None = None,
+        agent_id: str | None = None,
     ) -> ActorAddress:
-        """Start ``actor_class`` and return its address."""
+        """Start ``actor_class`` and return its address (``agent_id``: keep a stored identity, on resume)."""
         if not (isinstance(actor_class, type) and issubclass(actor_class, Akgent)):
             raise ConfigError(f"{actor_class!r} is not an Akgent subclass")
-        agent_id = uuid.uuid4().hex
+        agent_id = agent_id or uuid.uuid4().hex
         ref = actor_class.start(
             config,
             aklab_system=self,

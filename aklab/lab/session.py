@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from aklab.lab.panels import Dashboard, Panel
+    from aklab.lab.resume import StoredTeam
     from aklab.store import EventStore
 
 __all__ = ["DEFAULT_TIMEOUT", "AskTimeout", "Lab", "Stopped", "check_models", "format_message", "resolve_team"]
@@ -82,6 +83,7 @@ class Lab:
         guard: TeamGuard | None = None,
         trust: Iterable[str] = (),
         store: Any = None,
+        _stored: StoredTeam | None = None,
     ) -> None:
         """Start ``team`` (on ``model``, if given) and wait until its first members have started.
 
@@ -98,6 +100,12 @@ class Lab:
         so far is stopped.
         """
         spec = resolve_team(team, trust=trust)
+        # how to find this team again on resume: a built-in name or a file, and a model spec
+        self._origin: dict[str, str] = {}
+        if isinstance(team, str | Path) and not isinstance(team, TeamSpec):
+            self._origin["team"] = str(Path(team).resolve()) if Path(team).suffix else str(team)
+        if isinstance(model, str):
+            self._origin["model"] = model
         if model is not None:
             spec = spec.with_model(ModelConfig.parse(model) if isinstance(model, str) else model)
         check_models(spec)
@@ -107,22 +115,31 @@ class Lab:
         self.system = ActorSystem(guard=guard)
         self.recorder = TeamRecorder()
         self._store = open_link(store)
+        self.resume_report: str | None = None
+        if _stored is not None:
+            self._store.team_id = _stored.team_id  # the resumed team appends to its own log
+            self.system.persist = self._store.store is not None
+        else:
+            self.system.persist = self._store.store is not None
         from aklab.lab.panels import watch_lab
 
         watch_lab(self)  # a cell's panel, opened just after its ask was sent, replays it all
         try:
-            self._start()
+            self._start(_stored)
         except BaseException:
             self.system.shutdown()
             self._store.close()
             raise
 
-    def _start(self) -> None:
+    def _start(self, stored: StoredTeam | None = None) -> None:
         orchestrator = self.system.createActor(Orchestrator, BaseConfig(name="@Orchestrator", role="Orchestrator"))
         self.orchestrator = self.system.proxy_ask(orchestrator, Orchestrator)
         self.orchestrator.subscribe(self.recorder)
         subscribe(self._store, self.orchestrator, name=self.spec.name, metadata=self._metadata())
         self.orchestrator.register_agent_profiles(self.spec.cards)
+        if stored is not None:
+            self._restore(stored)
+            return
         self.human = self.orchestrator.createActor(HumanProxy, BaseConfig(name="@Human", role="Human"))
         self.inbox = self.system.proxy_ask(self.human, HumanProxy).inbox
         self.entry = self._start_role(self.spec.entry)
@@ -133,9 +150,86 @@ class Lab:
                 started.append(self._start_role(role))
         self.system.wait_started(*started)
 
+    def _restore(self, stored: StoredTeam) -> None:
+        """Start the stored members under their own ids, give each its history, state and
+        budget back, then re-deliver what was never finished."""
+        from aklab.agent import BaseAgent
+
+        human = next((m for m in stored.members if m.is_user_proxy), None)
+        self.human = self.orchestrator.createActor(
+            HumanProxy, BaseConfig(name="@Human", role="Human"), agent_id=human.agent_id if human else None
+        )
+        self.inbox = self.system.proxy_ask(self.human, HumanProxy).inbox
+        for reply in stored.replies:
+            self.inbox.append(reply)
+        started = [self.human]
+        live: dict[str, ActorAddress] = {}
+        agents = [m for m in stored.members if not m.is_user_proxy]
+        for member in agents:
+            card = self.orchestrator.get_agent_card(member.role)
+            if card is None:
+                raise ConfigError(
+                    f"the stored team has a {member.role!r} ({member.name}) that this team spec has no card for: "
+                    "resume with the team it was started with (Lab.resume(..., team=...))"
+                )
+            config = card.get_config_copy().model_copy(update={"name": member.name})
+            address = self.orchestrator.createActor(card.get_agent_class(), config, agent_id=member.agent_id)
+            live[member.agent_id] = address
+            started.append(address)
+        self.system.wait_started(*started)
+        for member in agents:
+            agent = self.system.proxy_ask(live[member.agent_id], BaseAgent)
+            agent.restore(member.messages, member.state, member.usage)
+        entry = [a for a in live.values() if a.role == self.spec.entry]
+        self.entry = entry[0] if entry else self._start_role(self.spec.entry)
+        self.orchestrator.set_entry(self.entry)
+        for recipient_id, message in stored.pending:
+            self.system.tell(live[recipient_id], message)
+        self.resume_report = stored.summary()
+
+    @classmethod
+    def resume(
+        cls,
+        team: str | None = None,
+        *,
+        store: Any = None,
+        spec: str | Path | TeamSpec | None = None,
+        model: str | ModelConfig | None = None,
+        guard: TeamGuard | None = None,
+        trust: Iterable[str] = (),
+    ) -> Lab:
+        """Bring a stored team back (``team``: its id, an id prefix or its name; None: the latest).
+
+        Every member that was running comes back under its own id with its model history,
+        state (context-update baseline included) and lifetime usage; what reached the human
+        is in ``lab.replies()`` again; and every message whose handling never finished is
+        delivered again, once. ``spec`` is the team it was started with when that cannot be
+        found again by name (a team built in code); ``model`` as for ``Lab``.
+        ``lab.resume_report`` says what was brought back.
+        """
+        from aklab.lab.resume import load_team
+
+        link = open_link(store)
+        if link.store is None:
+            raise ConfigError(
+                "no event store to resume from" + (f": {link.warning}" if link.warning else " (it is switched off)")
+            )
+        try:
+            stored = load_team(link.store, team)
+        finally:
+            link.close()
+        if spec is None:
+            spec = stored.info.metadata.get("team") or stored.info.name
+        if model is None and stored.info.metadata.get("model"):
+            model = str(stored.info.metadata["model"])
+        return cls(spec, model=model, guard=guard, trust=trust, store=store, _stored=stored)
+
     def _metadata(self) -> dict[str, Any]:
         models = {c.config.role: c.config.model_cfg.label for c in self.spec.cards if hasattr(c.config, "model_cfg")}
-        return {"entry": self.spec.entry, "roles": [c.config.role for c in self.spec.cards], "models": models}
+        meta: dict[str, Any] = {"entry": self.spec.entry, "roles": [c.config.role for c in self.spec.cards]}
+        meta["models"] = models
+        meta.update(self._origin)
+        return meta
 
     # -- the event store ------------------------------------------------------------------
     @property

@@ -7,6 +7,7 @@ The types are defined once, in ``aklab.core._messages``; this package only names
 
 from aklab.core._messages import (
     CancelMessage,
+    DispatchedMessage,
     ErrorMessage,
     EventMessage,
     HandledMessage,
@@ -20,6 +21,7 @@ from aklab.core._messages import (
 
 __all__ = [
     "CancelMessage",
+    "DispatchedMessage",
     "ErrorMessage",
     "EventMessage",
     "HandledMessage",

@@ -1,6 +1,7 @@
 """The orchestrator's records about the team (what it fans out to subscribers)."""
 
 from aklab.core._messages import (
+    DispatchedMessage,
     ErrorMessage,
     EventMessage,
     HandledMessage,
@@ -12,6 +13,7 @@ from aklab.core._messages import (
 )
 
 __all__ = [
+    "DispatchedMessage",
     "ErrorMessage",
     "EventMessage",
     "HandledMessage",

@@ -1,0 +1,132 @@
+"""Resume after a kernel restart: the team comes back with its memory, and what was left
+undone is done once — also after the kernel was killed in the middle of an exchange."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import textwrap
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from pydantic_ai.messages import ModelMessage, ModelResponse
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from aklab.agent import BaseAgent
+from aklab.errors import ConfigError
+from aklab.lab import Lab
+from aklab.lab.teams import TeamSpec
+from aklab.store import SqliteStore
+from tests.hardening._team import card, incoming, reply, team
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _memory(lab: Lab, name: str) -> tuple[int, int, int]:
+    agent = lab.system.proxy_ask(lab.member(name), BaseAgent)
+    return len(agent.history()), agent.get_usage_summary().total.requests, agent.get_state().tool_state.counter
+
+
+def test_a_resumed_team_has_its_members_history_state_and_budget_back(tmp_path: Path) -> None:
+    path = tmp_path / "events.sqlite3"
+    with Lab("dev-team", store=path) as lab:
+        lab.ask("Ask the Developer for a haiku about tests.", timeout=10)
+        lab.ask("What is 2+2?", timeout=10)
+        before = {name: _memory(lab, name) for name in ("@Manager", "@Developer")}
+        replies = [m.content for m in lab.replies()]
+        team_id = lab.team_id
+    with Lab.resume(store=path) as again:
+        assert again.team_id == team_id
+        assert sorted(a.name for a in again.team()) == ["@Developer", "@Human", "@Manager"]
+        assert {name: _memory(again, name) for name in ("@Manager", "@Developer")} == before
+        assert [m.content for m in again.replies()] == replies
+        assert again.resume_report is not None and "0 message(s) re-delivered" in again.resume_report
+        assert len(again.ask("What is 3+3?", timeout=10)) >= 1
+
+
+def test_resume_names_what_it_cannot_find(tmp_path: Path) -> None:
+    path = tmp_path / "events.sqlite3"
+    with pytest.raises(ConfigError, match="no team is stored"):
+        Lab.resume(store=path)
+    with Lab("dev-team", store=path):
+        pass
+    with pytest.raises(ConfigError, match="no stored team 'nosuch'"):
+        Lab.resume("nosuch", store=path)
+    with pytest.raises(ConfigError, match="no event store to resume from"):
+        Lab.resume(store=False)
+
+
+def _relay(developer_answer: str | None) -> TeamSpec:
+    """Manager asks Developer, relays the answer; a Developer with no answer blocks for ever."""
+
+    def manager(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        sender, text = incoming(messages)
+        if sender == "@Human":
+            return reply(info, [("@Developer", "request", "compute the answer")])
+        return reply(info, [("@Human", "response", "relayed: " + text.rsplit("\n", 1)[-1])])
+
+    def developer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if developer_answer is None:
+            print("BLOCKED", flush=True)  # the parent kills this process now
+            sys.stdin.read()
+        return reply(info, [("@Manager", "response", developer_answer or "")])
+
+    return team(
+        card("Manager", routes_to=["Developer"], model=FunctionModel(manager)),
+        card("Developer", model=FunctionModel(developer)),
+        entry="Manager",
+    )
+
+
+CHILD = textwrap.dedent(
+    """
+    import sys
+    from aklab.lab import Lab
+    from tests.lab.test_resume import _relay
+    lab = Lab(_relay(None), store=sys.argv[1])
+    lab.send("What is the answer?")
+    sys.stdin.read()
+    """
+)
+
+
+def test_a_kernel_killed_mid_exchange_resumes_and_finishes_every_message_once(tmp_path: Path) -> None:
+    path = tmp_path / "events.sqlite3"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(path)],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    ) as child:
+        try:
+            assert child.stdout is not None
+            ready, _, _ = select.select([child.stdout], [], [], 60)
+            assert ready and child.stdout.readline().strip() == "BLOCKED", "the child never reached the Developer"
+            os.kill(child.pid, signal.SIGKILL)  # the kernel dies while the Developer is answering
+            assert child.wait(10) == -signal.SIGKILL
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait(10)
+    with Lab.resume(store=path, spec=_relay("42")) as lab:
+        assert lab.resume_report is not None and "1 message(s) re-delivered" in lab.resume_report
+        assert lab.wait(20)
+        assert [m.content for m in lab.replies()] == ["relayed: 42"]
+        team_id = lab.team_id
+    with SqliteStore(path) as store:
+        rows = store.records(team_id)
+    to_agents = [r.message_id for r in rows if r.kind == "SentMessage" and r.recipient != "@Human"]
+    finished = Counter(
+        r.message_id for r in rows if r.kind == "DispatchedMessage" and json.dumps(r.payload).find('"done": true') >= 0
+    )
+    assert len(to_agents) == 3  # the question, the request to the Developer, its answer
+    assert all(finished[m] == 1 for m in to_agents), finished  # none missing, none finished twice
