@@ -18,7 +18,7 @@ from aklab.errors import AklabError
 logging.getLogger("aklab").addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
-__all__ = ["AklabError", "__version__", "load_ipython_extension"]
+__all__ = ["AklabError", "__version__", "history", "load_ipython_extension"]
 
 
 def load_ipython_extension(ipython: Any) -> None:
@@ -26,3 +26,20 @@ def load_ipython_extension(ipython: Any) -> None:
     from aklab.lab import load_ipython_extension as load
 
     load(ipython)
+
+
+def history(store: Any = None, **filters: Any) -> Any:
+    """Every stored session's asks, runs, usage and messages as DataFrames (``.asks``,
+    ``.runs``, ``.usage``, ``.messages``), across teams and kernel restarts.
+
+    ``store``: a path, a ``postgresql://`` DSN or an open store (default: ``$AKLAB_STORE``,
+    else ``./.aklab/events.sqlite3``). Filters: ``team`` (id or name), ``agent``, ``model``,
+    ``since``, ``until`` (datetime, date or ISO string).
+    """
+    from aklab.store import EventStore, open_store
+    from aklab.store import history as read
+
+    if isinstance(store, EventStore):
+        return read(store, **filters)
+    with open_store(store) as opened:
+        return read(opened, **filters)

@@ -65,3 +65,18 @@ def test_a_store_that_fails_mid_session_is_reported_once_and_the_team_goes_on(tm
             store.append = original  # type: ignore[method-assign]
         assert lab.store_warning is not None and "disk is full" in lab.store_warning
         assert "store:" in lab.status() and "in memory" in lab.status()
+
+
+def test_aklab_history_reads_every_session_by_path(tmp_path: Path) -> None:
+    import aklab
+
+    path = tmp_path / "events.sqlite3"
+    spent = 0
+    for _ in range(2):  # two sessions, one after the other (as after a kernel restart)
+        with Lab("dev-team", store=path) as lab:
+            lab.ask("What is 2+2?", timeout=10)
+            spent += int(lab.usage()["total_tokens"].sum())
+    h = aklab.history(path)
+    assert len(h.asks) == 2 and h.asks["team_id"].nunique() == 2
+    assert int(h.usage["total_tokens"].sum()) == spent
+    assert len(aklab.history(path, team=h.asks["team_id"].iloc[0]).asks) == 1
