@@ -104,7 +104,7 @@ def lab_server(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fixture
     home = _server_home(tmp_path_factory, "jupyterlab")
     root = home / "notebooks"
     root.mkdir()
-    for source in NOTEBOOKS.glob("*.ipynb"):
+    for source in [*NOTEBOOKS.glob("*.ipynb"), harness.MAGICS]:
         harness.copy_notebook(source, root)
     for extra in NOTEBOOKS.iterdir():
         if extra.is_file() and extra.suffix != ".ipynb":

@@ -31,6 +31,7 @@ ROOT = HERE.parent
 SCREENSHOTS = HERE / "screenshots"
 QUICKSTART = ROOT / "notebooks" / "01-quickstart.ipynb"
 DASHBOARD = HERE / "dashboard.ipynb"
+MAGICS = HERE / "magics.ipynb"  # the magics' own checks (test_jupyterlab_magics)
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

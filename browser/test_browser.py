@@ -8,6 +8,12 @@ Debian's chromium and the packages of ``browser/requirements.txt`` (``browser/in
   cells from the Run menu, and checks the live transcript of ``%%ask`` and the four
   dashboard panels of ``lab.dashboard()``: roster, transcript, context updates, usage,
   whose numbers must agree with the ``%usage`` DataFrame on the same page.
+- JupyterLab opens ``browser/magics.ipynb`` and runs its cells one at a time, as a person
+  would: each ``%%ask`` cell's transcript holds only its own ask after later asks ran; the
+  dashboard shown earlier still shows content after ``%aklab model demo:aklab-demo``; a
+  failing ``%%ask`` marks its cell as errored (one ``aklab:`` line, no traceback); the
+  stop button on an ``%%ask`` queued behind a run ends the cell within 1 s, saying it
+  withdrew the queued ask; Tab after ``%%ask @De`` completes ``@Developer``.
 - Voila renders ``browser/dashboard.ipynb`` (``%load_ext aklab``, one ``%%ask``,
   ``lab.dashboard()``) as a page; the same checks on the panels.
 
@@ -19,6 +25,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +107,81 @@ def test_jupyterlab_runs_quickstart_and_shows_panels(lab_server: harness.Server,
             )
 
 
+def test_jupyterlab_magics(lab_server: harness.Server, page: Page, screenshots: Path) -> None:
+    notebook = open_notebook(page, lab_server, "magics.ipynb")
+    cells = notebook.locator(".jp-Cell.jp-CodeCell")
+    setup, ask_a, ask_b, board, switch, ask_c, ghost, gated_lab, hold, started, queued, _release = (
+        cells.nth(i) for i in range(12)
+    )
+    for cell in (setup, ask_a, ask_b):
+        run_cell(page, cell)
+
+    # 1. A cell's transcript holds only its own ask, after a later ask ran.
+    first = ask_a.locator(".jp-OutputArea-output .aklab-msg")
+    expect(first, "the first %%ask's transcript should hold its 4 messages only").to_have_count(4, timeout=UI_MS)
+    expect(ask_a.locator(".jp-OutputArea")).to_contain_text("login page")
+    expect(ask_a.locator(".jp-OutputArea")).not_to_contain_text("release notes")
+    expect(ask_b.locator(".jp-OutputArea-output .aklab-msg").first).to_contain_text("release notes")
+    # the replies are shown once, as Markdown (the cell's value), beside the transcript
+    expect(ask_a.locator(".jp-RenderedMarkdown")).to_have_count(1)
+    ask_a.screenshot(path=str(screenshots / "lab-magics-own-transcript.png"))
+
+    # 2. Panels shown earlier keep showing content after the lab is replaced.
+    for cell in (board, switch, ask_c):
+        run_cell(page, cell)
+    dashboard = board.locator(".jp-OutputArea-output .widget-tab")
+    shown = select_tab(dashboard, "Transcript")
+    expect(shown.locator(".aklab-msg").first, "the dashboard went blank after %aklab model").to_be_visible()
+    expect(shown).to_contain_text("QA pass")  # it follows the new lab
+    shown = select_tab(dashboard, "Roster")
+    expect(shown.locator("table.aklab-roster")).to_contain_text("@Manager")
+    expect(first, "an old cell's transcript went blank after %aklab model").to_have_count(4)
+    board.screenshot(path=str(screenshots / "lab-magics-after-model-switch.png"))
+
+    # 3. A failing %%ask marks the cell as errored, in one line, without a traceback. (That the
+    # run then stops is tested through nbclient: JupyterLab sends the next cells while the
+    # kernel aborts only those already queued, so a cell that fails in milliseconds races them.)
+    run_cell(page, ghost)
+    error = ghost.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+    expect(error, "the failing %%ask showed no error output").to_contain_text("aklab: no team member @Ghost")
+    expect(error).not_to_contain_text("Traceback")
+    ghost.screenshot(path=str(screenshots / "lab-magics-failed-cell.png"))
+
+    # 4. The stop button on an ask queued behind a run ends the cell within 1 s.
+    for cell in (gated_lab, hold, started):
+        run_cell(page, cell)
+    run_cell(page, queued, wait=False)
+    expect(queued.locator(".jp-InputArea-prompt")).to_have_text(re.compile(r"\[\*\]"), timeout=UI_MS)
+    expect(queued.locator(".jp-OutputArea-output .widget-vbox, .jp-OutputArea-output .aklab-msg").first).to_be_attached(
+        timeout=UI_MS
+    )  # the cell's transcript is up: the ask was sent and waits
+    clicked = time.monotonic()
+    interrupt_button(page).click()
+    expect(queued.locator(".jp-InputArea-prompt")).to_have_text(re.compile(r"\[\d+\]"), timeout=UI_MS)
+    elapsed = time.monotonic() - clicked
+    stop_line = queued.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+    expect(stop_line).to_contain_text("withdrew 1 ask not started yet")
+    queued.screenshot(path=str(screenshots / "lab-magics-stop-queued.png"))
+    assert elapsed < 1.0, f"the stop button took {elapsed:.2f} s to end the queued %%ask"
+
+    # 5. Tab completes @members on the %%ask line.
+    harness.wait_for("an idle kernel", lambda: harness.connected_idle_kernel(lab_server), harness.KERNEL_READY_S)
+    select_cell(page, queued)
+    page.keyboard.press("Escape")
+    page.keyboard.press("b")  # a new cell below, in command mode
+    editor = notebook.locator(".jp-Cell.jp-mod-selected .cm-content")
+    editor.click()
+    page.keyboard.type("%%ask @De")
+    page.keyboard.press("Tab")
+    completer = page.locator(".jp-Completer")
+    expect(completer, "Tab after %%ask @De showed no completions").to_be_visible(timeout=UI_MS)
+    expect(completer.locator(".jp-Completer-item").first).to_contain_text("@Developer")
+    expect(completer).not_to_contain_text("DeprecationWarning")
+    notebook.screenshot(path=str(screenshots / "lab-magics-tab-completion.png"))
+    page.keyboard.press("Enter")  # take it
+    expect(editor, "the completion did not replace @De").to_have_text("%%ask @Developer")
+
+
 def test_voila_renders_dashboard(voila_server: harness.Server, page: Page, screenshots: Path) -> None:
     # Voila runs the notebook while it serves the page, so the load itself takes seconds.
     page.goto(voila_server.url("/"), wait_until="domcontentloaded", timeout=PAGE_LOAD_MS)
@@ -116,12 +198,52 @@ def test_voila_renders_dashboard(voila_server: harness.Server, page: Page, scree
 # -- steps shared by both pages ---------------------------------------------------------
 
 
+def open_notebook(page: Page, server: harness.Server, name: str) -> Locator:
+    """Open ``name`` in JupyterLab and wait for a connected idle kernel; the notebook."""
+    page.goto(server.url(f"/lab/tree/{name}"), wait_until="domcontentloaded", timeout=PAGE_LOAD_MS)
+    panel = page.locator(".jp-NotebookPanel").filter(has=page.locator(".jp-Notebook"))
+    expect(panel, f"{name} did not open in JupyterLab").to_be_visible(timeout=PAGE_LOAD_MS)
+    harness.wait_for(
+        "a kernel that is idle with a connection (GET /api/kernels)",
+        lambda: harness.connected_idle_kernel(server),
+        harness.KERNEL_READY_S,
+    )
+    expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first).to_be_attached(timeout=UI_MS)
+    return panel.locator(".jp-Notebook")
+
+
+def select_cell(page: Page, cell: Locator) -> None:
+    """Make ``cell`` the active cell, in edit mode (its editor focused)."""
+    cell.locator(".jp-InputArea-editor .cm-content").click()
+    expect(cell).to_have_class(re.compile(r"jp-mod-active"))
+
+
+def run_cell(page: Page, cell: Locator, *, wait: bool = True) -> None:
+    """Shift+Enter on ``cell``; with ``wait``, until it has an execution count."""
+    select_cell(page, cell)
+    page.keyboard.press("Shift+Enter")
+    if wait:
+        expect(cell.locator(".jp-InputArea-prompt"), "the cell did not finish running").to_have_text(
+            re.compile(r"\[\d+\]"), timeout=RUN_MS
+        )
+
+
+def run_menu(page: Page, item_name: str) -> None:
+    """Run > ``item_name``, from the menu bar."""
+    page.locator("#jp-menu-panel .lm-MenuBar-item", has_text=re.compile(r"^\s*Run\s*$")).click()
+    item = page.locator(".lm-Menu").get_by_role("menuitem", name=item_name, exact=True)
+    expect(item, f"the Run menu has no {item_name!r}").to_be_visible(timeout=UI_MS)
+    item.click()
+
+
+def interrupt_button(page: Page) -> Locator:
+    """The notebook toolbar's stop button (interrupt the kernel)."""
+    return page.locator(".jp-NotebookPanel-toolbar [data-jp-item-name='interrupt']").first
+
+
 def run_all_cells(page: Page) -> None:
     """Run > Run All Cells, from the menu bar."""
-    page.locator("#jp-menu-panel .lm-MenuBar-item", has_text=re.compile(r"^\s*Run\s*$")).click()
-    item = page.locator(".lm-Menu").get_by_role("menuitem", name="Run All Cells", exact=True)
-    expect(item, "the Run menu has no 'Run All Cells'").to_be_visible(timeout=UI_MS)
-    item.click()
+    run_menu(page, "Run All Cells")
 
 
 def count_code_cells(path: Path) -> int:
