@@ -333,7 +333,7 @@ class Lab:
         stopped = state is not None and state.cancelled is not None
         return AskResult(replies, ask_id=ask_id, usage_events=usage, stopped=stopped)
 
-    def interrupt(self) -> list[str]:
+    def interrupt(self) -> Stopped:
         """Cancel every run in flight and wait (bounded) for the team to settle."""
         stopped = self.stop()
         self.wait(INTERRUPT_GRACE)

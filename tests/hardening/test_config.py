@@ -296,8 +296,7 @@ def test_a_bad_ask_timeout_is_refused_before_anything_is_sent(
     out = run(shell, capsys, f"%%ask {flag}\nPlan the login page.\n")
     assert re.fullmatch(r"aklab: --timeout must be a positive number of seconds, e\.g\. --timeout 60 \(got .*\)\n", out)
     assert len(lab.transcript()) == sent and lab.wait(5)
-    out = run(shell, capsys, "%%ask --timeout 30\nPlan the login page.\n")
-    assert out.startswith("@Manager → @Human (response):")
+    assert "@Manager (response):" in run(shell, capsys, "%%ask --timeout 30\nPlan the login page.\n")
 
 
 @pytest.mark.parametrize(
@@ -317,7 +316,7 @@ def test_a_bad_model_option_in_the_magic_keeps_the_running_team(
     out = run(shell, capsys, f"%aklab model demo:aklab-demo {options}")
     assert out == f"aklab: model 'demo:aklab-demo': {part}\n"
     assert get_lab() is before
-    assert run(shell, capsys, "%%ask\nPlan the login page.\n").startswith("@Manager → @Human (response):")
+    assert "@Manager (response):" in run(shell, capsys, "%%ask\nPlan the login page.\n")
 
 
 # -- private commands ---------------------------------------------------------------------------
