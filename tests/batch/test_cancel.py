@@ -1,0 +1,108 @@
+"""Cancelling a batch (result.cancel() from another thread, or an interrupt in the caller)
+stops every engine's work within 2 s, and the batch reports what it had."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+import aklab.batch as batch
+from aklab.batch import Scenario
+from aklab.batch._driver import GIVE_UP_GRACE
+from aklab.batch.progress import ProgressState
+from tests.batch.helpers import SLOW
+
+ENGINES = ["local", "process"]
+BOUND_S = 2.0
+
+
+def _slow_batch(n: int = 6) -> list[batch.ScenarioLike]:
+    return [Scenario(f"slow{i}", f"Plan feature {i}", model=SLOW) for i in range(n)]
+
+
+class _WhenRunning:
+    """A progress callback that sets ``ready`` once ``count`` attempts are in flight."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.ready = threading.Event()
+        self.pids: set[int] = set()
+
+    def __call__(self, state: ProgressState) -> None:
+        tails = (worker.rsplit(":", 1)[-1] for _, worker in state.running.values())
+        self.pids |= {int(tail) for tail in tails if tail.isdigit()}  # host:pid (Ray names its actors)
+        if len(state.running) >= self.count:
+            self.ready.set()
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_cancel_from_another_thread_stops_all_work_within_two_seconds(engine: str) -> None:
+    watch = _WhenRunning(count=2)
+    result = batch.start(_slow_batch(), engine=engine, concurrency=2, workers=1, timeout_s=120, progress=watch)
+    assert watch.ready.wait(60), "the slow attempts never started"
+    asked = time.monotonic()
+    threading.Thread(target=result.cancel, name="canceller").start()
+    assert result.wait(BOUND_S + 3), "the batch did not finish after cancel"
+    took = time.monotonic() - asked
+    assert took < BOUND_S, f"cancel took {took:.2f}s"
+    statuses = result.scenarios["status"]
+    assert set(statuses) == {"cancelled"}
+    assert sorted(result.scenarios["attempt"])[-2:] == [1, 1] and (result.scenarios["attempt"] == 0).sum() == 4
+    assert "cancelled before it started" in set(result.scenarios["error"])
+    if engine == "local":
+        assert not [t for t in threading.enumerate() if t.name.startswith("aklab-batch-slow")]
+    else:
+        for pid in watch.pids:  # our own workers are gone (reaped), not just told to stop
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)
+    result.cancel()  # a second cancel, after the end, is harmless
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_an_interrupt_in_the_caller_cancels_the_batch_and_re_raises(engine: str) -> None:
+    watch = _WhenRunning(count=2)
+    interrupted: list[float] = []
+
+    def interrupt_when_running(state: ProgressState) -> None:
+        watch(state)
+        if watch.ready.is_set() and not interrupted:
+            interrupted.append(time.monotonic())
+            os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C or the notebook's stop button sends
+
+    with pytest.raises(KeyboardInterrupt):
+        batch.run(
+            _slow_batch(4), engine=engine, concurrency=2, workers=1, timeout_s=120, progress=interrupt_when_running
+        )
+    took = time.monotonic() - interrupted[0]
+    assert took < BOUND_S, f"the interrupt took {took:.2f}s to stop the batch"
+    result = batch.last_result()
+    assert result is not None and result.done()
+    assert set(result.scenarios["status"]) == {"cancelled"}
+
+
+def test_timeouts_are_enforced_even_when_a_check_never_returns() -> None:
+    gate = threading.Event()
+
+    def stuck(answer: str) -> bool:
+        gate.wait(30)  # a check that hangs: the driver gives up on the attempt
+        return True
+
+    try:
+        started = time.monotonic()
+        result = batch.run(
+            [Scenario("stuck", "Plan it", check=stuck), "Plan the login page"],
+            timeout_s=0.5,
+            concurrency=2,
+            progress=False,
+        )
+        took = time.monotonic() - started
+    finally:
+        gate.set()
+    table = result.scenarios.set_index("id")
+    assert table.loc["stuck", "status"] == "timeout" and "abandoned" in table.loc["stuck", "error"]
+    assert table.loc["s2", "status"] == "ok"
+    assert took < 0.5 + GIVE_UP_GRACE + 2.0
