@@ -39,7 +39,7 @@ __all__ = [
 
 FORMATS = ("markdown", "text", "json")
 USAGE_BY = ("agent", "run", "model", "request")
-SUBCOMMANDS = ("team", "model", "dashboard", "list", "help")
+SUBCOMMANDS = ("team", "model", "dashboard", "list", "teams", "resume", "help")
 HELP_WORDS = ("-h", "--help")
 
 
@@ -160,12 +160,15 @@ def parse_member(line: str, prog: str) -> str | None:
     return member_name(agent) if agent is not None else None
 
 
-AKLAB_USAGE = "%aklab [team NAME|PATH | model provider:model [options] | dashboard | list | help]"
+AKLAB_USAGE = (
+    "%aklab [team NAME|PATH | model provider:model [options] | dashboard | list | teams | resume [TEAM] | help]"
+)
 
 
 def parse_aklab(line: str) -> tuple[str, str | None]:
     """``("status", None)``, ``("team", NAME)``, ``("model", SPEC_AND_OPTIONS)``,
-    ``("dashboard", None)``, ``("list", None)``, ``("help", None)`` (every magic) or
+    ``("dashboard", None)``, ``("list", None)``, ``("teams", None)``, ``("resume", TEAM or None)``,
+    ``("help", None)`` (every magic) or
     ``("usage", None)`` (``-h``: this magic's own help).
 
     The model's words are left for :func:`parse_model`.
@@ -181,8 +184,10 @@ def parse_aklab(line: str) -> tuple[str, str | None]:
         return words[0], words[1]
     if words[0] == "model" and len(words) >= 2:
         return "model", shlex.join(words[1:])
-    if words in (["dashboard"], ["list"]):
+    if words in (["dashboard"], ["list"], ["teams"], ["resume"]):
         return words[0], None
+    if words[0] == "resume" and len(words) == 2:
+        return "resume", words[1]
     raise UsageError(f"unknown arguments {line.strip()!r}\nusage: {AKLAB_USAGE}")
 
 

@@ -132,3 +132,24 @@ def listing() -> str:
         lines.append(f"  {name:<18} {fam.default_context_length:>9,}  {variable:<34} {is_set}")
     lines += ["", "Keys are read from the environment only; their values are never shown."]
     return "\n".join(lines)
+
+
+def stored_teams(limit: int = 20) -> str:
+    """The teams in the event store (``$AKLAB_STORE`` or ``./.aklab/events.sqlite3``), latest first."""
+    from aklab.lab.persist import OFF
+    from aklab.store import open_store
+
+    if os.environ.get("AKLAB_STORE", "x").strip().lower() in OFF:
+        return "The event store is off (AKLAB_STORE=off): no team is kept."
+    with open_store() as store:
+        teams = store.teams()
+        where = store.location
+    if not teams:
+        return f"No team stored yet in {where}."
+    lines = [f"{len(teams)} team(s) in {where}, latest activity first:"]
+    for t in teams[:limit]:
+        lines.append(f"  {t.team_id[:8]}  {t.name:<16} last active {t.last_activity:%Y-%m-%d %H:%M} UTC")
+    if len(teams) > limit:
+        lines.append(f"  ... and {len(teams) - limit} more")
+    lines.append("%aklab resume [NAME or ID] brings one back.")
+    return "\n".join(lines)

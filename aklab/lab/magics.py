@@ -149,6 +149,8 @@ class AklabMagics(Magics):
                 [--max-tokens N] [--timeout S] [--retries N] [--output-mode MODE] [--context-length N]
                                          restart the team on another model (a bad spec is one line)
           %aklab list                    built-in teams, model providers, which keys are set
+          %aklab teams                   the teams in the event store, latest activity first
+          %aklab resume [TEAM]           bring a stored team back (the latest, or by name or id)
           %aklab dashboard               the live panels (roster, transcript, context, usage)
           %aklab help                    every magic, with examples
 
@@ -175,7 +177,16 @@ class AklabMagics(Magics):
 
                 print(listing())
                 return None
-            if action == "team":
+            if action == "teams":
+                from aklab.lab._magic_show import stored_teams
+
+                print(stored_teams())
+                return None
+            if action == "resume":
+                resumed = Lab.resume(value)
+                set_lab(resumed)
+                print(resumed.resume_report)
+            elif action == "team":
                 set_lab(_new_lab(value or "dev-team"))
             elif action == "model":
                 model_cfg = parse_model(value or "")

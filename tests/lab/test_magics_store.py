@@ -1,0 +1,49 @@
+"""%aklab shows where the team is stored, %aklab teams lists stored teams, %aklab resume brings one back."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+from aklab.lab import get_lab, set_lab
+
+
+@pytest.fixture
+def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[InteractiveShell]:
+    monkeypatch.setenv("AKLAB_STORE", str(tmp_path / "events.sqlite3"))
+    ip = InteractiveShell.instance()
+    ip.run_cell("%load_ext aklab")
+    yield ip
+    set_lab(None)
+
+
+def out_of(shell: InteractiveShell, capsys: pytest.CaptureFixture[str], source: str) -> str:
+    result = shell.run_cell(source)
+    assert result.error_in_exec is None and result.error_before_exec is None, source
+    return capsys.readouterr().out
+
+
+def test_status_teams_and_resume(shell: InteractiveShell, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert "No team stored yet" in out_of(shell, capsys, "%aklab teams")
+    out_of(shell, capsys, "%ask What is 2+2?")
+    assert f"store: sqlite:{tmp_path / 'events.sqlite3'}" in out_of(shell, capsys, "%aklab")
+    first = get_lab()
+    assert first is not None
+    listing = out_of(shell, capsys, "%aklab teams")
+    assert "1 team(s)" in listing and first.team_id[:8] in listing and "dev-team" in listing
+    set_lab(None)  # as after a kernel restart
+    report = out_of(shell, capsys, f"%aklab resume {first.team_id[:8]}")
+    assert report.startswith("resumed team 'dev-team'") and "1 earlier repl(ies) to @Human" in report
+    resumed = get_lab()
+    assert resumed is not None and resumed.team_id == first.team_id
+    assert "@Manager (response)" in out_of(shell, capsys, "%ask What is 3+3?")
+
+
+def test_resume_of_an_unknown_team_is_one_line(shell: InteractiveShell, capsys: pytest.CaptureFixture[str]) -> None:
+    out_of(shell, capsys, "%ask What is 2+2?")
+    result = shell.run_cell("%aklab resume nosuch")
+    assert result.error_in_exec is not None
+    assert "no stored team 'nosuch'" in str(result.error_in_exec)
