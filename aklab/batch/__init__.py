@@ -37,9 +37,9 @@ Ray clusters, for real use:
 
 - Connect with ``RayEngine(address="ray://head-node:10001")`` (Ray Client) or run the
   script on the head node with ``address="auto"``.
-- Clusters with token authentication: start them with ``RAY_AUTH_MODE=token`` and give
-  the driver the same token in its environment (``RAY_AUTH_TOKEN``, or the token file
-  Ray's docs name); never write a token into a notebook or a team file.
+- Token authentication (``RAY_AUTH_MODE=token``, Ray 2.60's default): the driver needs
+  the cluster's token, in ``RAY_AUTH_TOKEN``, a file named by ``RAY_AUTH_TOKEN_PATH``, or
+  ``~/.ray/auth_token``; never write a token into a notebook or a team file.
 - Ship your code: ``RayEngine(runtime_env={"py_modules": [my_team_package],
   "pip": ["aklab[openai]"], "env_vars": {...}})``. ``py_modules`` takes imported
   modules or paths; custom agent classes, tools and checks must be importable on the
