@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 FORMATS = ("markdown", "text", "json")
-USAGE_BY = ("agent", "run", "model", "request")
+USAGE_BY = ("agent", "run", "model", "ask", "request")
 SUBCOMMANDS = ("team", "model", "dashboard", "list", "teams", "resume", "help")
 HELP_WORDS = ("-h", "--help")
 

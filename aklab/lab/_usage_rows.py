@@ -40,7 +40,7 @@ class UsageRows(Sequence[LlmUsageEvent]):
         self._lock = threading.Lock()
         self._strings: list[str | None] = [None]
         self._index: dict[str | None, int] = {None: 0}
-        self._names = array("I")  # agent, role, model, cost_source, run id (if not hex): 5 per row
+        self._names = array("I")  # agent, role, model, cost_source, run id (if not hex), ask id: 6 per row
         self._run_ids = bytearray()  # 16 bytes per row (zeros when the id is in _names)
         self._ints = array("q")  # requests, input, output, cache read, cache write, started_at (us): 6 per row
         self._floats = array("d")  # cost_usd (nan for None), duration_s: 2 per row
@@ -69,6 +69,7 @@ class UsageRows(Sequence[LlmUsageEvent]):
                     self._intern(event.model),
                     self._intern(event.cost_source),
                     0 if run_hex is not None else self._intern(event.run_id),
+                    self._intern(event.ask_id),  # one string per ask, not per request
                 )
             )
             self._run_ids += run_hex or bytes(16)
@@ -96,7 +97,7 @@ class UsageRows(Sequence[LlmUsageEvent]):
         if whole is not None:
             return whole
         s = self._strings
-        agent, role, model, source, run = self._names[5 * row : 5 * row + 5]
+        agent, role, model, source, run, ask = self._names[6 * row : 6 * row + 6]
         requests, tokens_in, tokens_out, cache_r, cache_w, started_us = self._ints[6 * row : 6 * row + 6]
         cost, duration = self._floats[2 * row : 2 * row + 2]
         flags = self._flags[row]
@@ -106,6 +107,7 @@ class UsageRows(Sequence[LlmUsageEvent]):
             "role": s[role],
             "run_id": s[run] if run else self._run_ids[16 * row : 16 * row + 16].hex(),
             "model": s[model],
+            "ask_id": s[ask],
             "requests": requests,
             "input_tokens": None if tokens_in == _NONE else tokens_in,
             "output_tokens": None if tokens_out == _NONE else tokens_out,

@@ -11,9 +11,9 @@ from aklab.llm import LlmUsageEvent
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["REQUEST_COLUMNS", "USAGE_COLUMNS", "estimate_cost", "usage_frame"]
+__all__ = ["ASK_COLUMNS", "REQUEST_COLUMNS", "USAGE_COLUMNS", "estimate_cost", "usage_frame"]
 
-By = Literal["agent", "run", "model", "request"]
+By = Literal["agent", "run", "model", "ask", "request"]
 
 #: Every usage frame has these columns, in this order (grouping drops the ones that
 #: no longer apply: by agent has no run_id, started_at or duration_s).
@@ -32,6 +32,18 @@ USAGE_COLUMNS = [
 ]
 #: Per-request frames (``by="request"``) also say how each row's figures were obtained.
 REQUEST_COLUMNS = [*USAGE_COLUMNS, "estimated", "cost_source", "ok"]
+#: Per-ask frames (``by="ask"``): one row per human message, every agent it involved.
+ASK_COLUMNS = [
+    "ask_id",
+    "agents",
+    "requests",
+    "input_tokens",
+    "output_tokens",
+    "total_tokens",
+    "cost_usd",
+    "started_at",
+    "duration_s",
+]
 _SUMS = ["requests", "input_tokens", "output_tokens", "total_tokens"]
 _TOKENS = ["input_tokens", "output_tokens", "total_tokens"]
 _KEYS: dict[str, list[str]] = {
@@ -41,11 +53,14 @@ _KEYS: dict[str, list[str]] = {
 }
 
 
-def _raw(events: Sequence[LlmUsageEvent]) -> pd.DataFrame:
+def _raw(events: Sequence[LlmUsageEvent], *, asks: bool = False) -> pd.DataFrame:
     import pandas as pd
 
     columns: dict[str, list[object]] = {c: [] for c in REQUEST_COLUMNS}
+    ask_ids: list[object] = []
     for e in events:
+        if asks:
+            ask_ids.append(e.ask_id)
         columns["run_id"].append(e.run_id)
         columns["agent"].append(e.agent)
         columns["role"].append(e.role)
@@ -69,16 +84,21 @@ def _raw(events: Sequence[LlmUsageEvent]) -> pd.DataFrame:
     frame["ok"] = frame["ok"].astype("bool")
     frame["cost_usd"] = frame["cost_usd"].astype("Float64")
     frame["duration_s"] = frame["duration_s"].astype("float64")
+    if asks:
+        frame.insert(0, "ask_id", pd.Series(ask_ids, dtype="object"))
     return frame
 
 
 def usage_frame(events: Sequence[LlmUsageEvent], by: str = "agent") -> pd.DataFrame:
-    """One row per agent (default), run, model, or model request (``by="request"``).
+    """One row per agent (default), run, model, ask (one human message and all it caused),
+    or model request (``by="request"``).
 
     ``cost_usd`` is missing (<NA>) for a group with any request that could not be priced.
     """
-    if by not in ("agent", "run", "model", "request"):
-        raise ConfigError(f"usage by {by!r}: choose agent, run, model or request")
+    if by not in ("agent", "run", "model", "ask", "request"):
+        raise ConfigError(f"usage by {by!r}: choose agent, run, model, ask or request")
+    if by == "ask":
+        return _by_ask(_raw(events, asks=True))
     frame = _raw(events)
     if by == "request":
         return frame
@@ -93,6 +113,20 @@ def usage_frame(events: Sequence[LlmUsageEvent], by: str = "agent") -> pd.DataFr
         out["duration_s"] = grouped["duration_s"].sum()
     out = out.reset_index()
     return out[[c for c in USAGE_COLUMNS if c in out.columns]]
+
+
+def _by_ask(frame: pd.DataFrame) -> pd.DataFrame:
+    grouped = frame.groupby("ask_id", sort=False, dropna=False)
+    out = grouped[_SUMS].sum()
+    out["cost_usd"] = (
+        grouped["cost_usd"]
+        .sum()
+        .mask(frame["cost_usd"].isna().groupby(frame["ask_id"], sort=False, dropna=False).any())
+    )
+    out["agents"] = grouped["agent"].agg(lambda names: ", ".join(dict.fromkeys(names)))
+    out["started_at"] = grouped["started_at"].min()
+    out["duration_s"] = grouped["duration_s"].sum()
+    return out.reset_index()[ASK_COLUMNS]
 
 
 def estimate_cost(frame: pd.DataFrame, model: str, *, provider: str | None = None) -> pd.Series:

@@ -395,8 +395,17 @@ class Lab:
         return [u for u in updates if u.agent == name]
 
     def usage(self, by: str = "agent") -> pd.DataFrame:
-        """Tokens and cost as a DataFrame: by agent (default), run, model or request."""
-        return usage_frame(self.recorder.usage, by=by)
+        """Tokens and cost as a DataFrame: by agent (default), run, model, ask (each human
+        message with everything it caused, and its question) or request."""
+        frame = usage_frame(self.recorder.usage, by=by)
+        if by == "ask":  # what was asked, when the transcript still holds it
+            asked = {
+                m.ask_id: m.content
+                for m in (r.message for r in self.recorder.transcript)
+                if isinstance(m, AgentMessage) and m.sender is not None and m.sender.is_user_proxy and m.ask_id == m.id
+            }
+            frame.insert(1, "question", [asked.get(a) for a in frame["ask_id"]])
+        return frame
 
     def errors(self, since: int = 0) -> list[str]:
         """Handler failures, one line each. A usage-limit stop (``WarningError``) is left

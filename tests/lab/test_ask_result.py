@@ -96,3 +96,14 @@ def test_an_agents_usage_summary_matches_the_labs_usage(lab: Lab) -> None:
     row = lab.usage().set_index("agent").loc["@Manager"]
     assert summary.total.requests == int(row["requests"]) > 0
     assert summary.total.input_tokens == int(row["input_tokens"])
+
+
+def test_usage_by_ask_totals_each_question_across_agents(lab: Lab) -> None:
+    first = lab.ask("Ask the Developer for a haiku about tests.", timeout=10)
+    second = lab.ask("What is 2+2?", timeout=10)
+    frame = lab.usage(by="ask")
+    assert list(frame["ask_id"]) == [first.ask_id, second.ask_id]
+    assert list(frame["question"]) == ["Ask the Developer for a haiku about tests.", "What is 2+2?"]
+    assert frame["agents"].iloc[0] == "@Manager, @Developer"
+    assert int(frame["requests"].iloc[0]) == first.totals()["requests"]
+    assert int(frame["requests"].sum()) == int(lab.usage()["requests"].sum())

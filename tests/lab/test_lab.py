@@ -104,7 +104,7 @@ def test_usage_frames_keep_a_fixed_column_order_and_unknown_cost_stays_unknown()
     assert list(usage_frame(events, by="model")["requests"]) == [4]
     assert len(usage_frame(events, by="request")) == 4
     assert usage_frame([], by="agent").empty
-    with pytest.raises(ConfigError, match="choose agent, run, model or request"):
+    with pytest.raises(ConfigError, match="choose agent, run, model, ask or request"):
         usage_frame(events, by="day")
     assert isinstance(by_run, pd.DataFrame)
 

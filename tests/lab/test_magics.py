@@ -81,7 +81,7 @@ def test_ask_can_address_a_member_and_errors_are_one_line(
 
 def test_bad_usage_arguments_print_the_usage(shell: InteractiveShell, capsys: pytest.CaptureFixture[str]) -> None:
     out = fails(shell, capsys, "%usage --by day")
-    assert "usage: %usage [--by {agent,run,model,request}] [--live]" in out
+    assert "usage: %usage [--by {agent,run,model,ask,request}] [--live]" in out
 
 
 def test_status_team_transcript_and_context(shell: InteractiveShell, capsys: pytest.CaptureFixture[str]) -> None:

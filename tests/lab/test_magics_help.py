@@ -105,7 +105,7 @@ def test_tab_completes_members_subcommands_and_option_values(shell: InteractiveS
     assert complete(shell, "%aklab team ") == ["dev-team"]
     assert "local:" in complete(shell, "%aklab model ") and "openai:" in complete(shell, "%aklab model op")
     assert complete(shell, "%aklab model local:x --max") == ["--max-tokens"]
-    assert complete(shell, "%usage --by ") == ["agent", "model", "request", "run"]
+    assert complete(shell, "%usage --by ") == ["agent", "ask", "model", "request", "run"]
     assert complete(shell, "%context @M") == ["@Manager"]
     assert complete(shell, "%stop @Q") == ["@QA"]
     # the completion replaces the typed fragment, @ included
