@@ -76,25 +76,30 @@ def run(
     An interrupt (Ctrl-C, the notebook's stop button) cancels the batch, waits for its
     work to stop, and re-raises; the partial result is ``aklab.batch.last_result()``.
     """
-    result = start(
-        scenarios,
-        team=team,
-        model=model,
-        engine=engine,
-        concurrency=concurrency,
-        workers=workers,
-        timeout_s=timeout_s,
-        retries=retries,
-        guard=guard,
-        trust=trust,
-        progress=progress,
-    )
+    started: BatchResult | None = None
     try:
-        result.wait()
+        started = start(
+            scenarios,
+            team=team,
+            model=model,
+            engine=engine,
+            concurrency=concurrency,
+            workers=workers,
+            timeout_s=timeout_s,
+            retries=retries,
+            guard=guard,
+            trust=trust,
+            progress=progress,
+        )
+        started.wait()
     except KeyboardInterrupt:
-        result.cancel()
-        result.wait(CANCEL_WAIT)
+        # The interrupt may land inside start(), once the driver runs but before it returns.
+        running = started or _last
+        if running is not None:
+            running.cancel()
+            running.wait(CANCEL_WAIT)
         raise
+    result = started
     if result.error is not None:
         raise result.error
     return result
