@@ -28,6 +28,10 @@ PROVIDER_KEYS: dict[str, tuple[str, ...]] = {
 }
 
 
+#: The live transcript's text form: what a saved notebook shows where no widget can be drawn.
+LIVE_TEXT = "(this ask's conversation, live while it runs; the result below keeps it)"
+
+
 class LiveView:
     """Shows a live panel with a fixed text/plain: its content depends on timing."""
 
@@ -36,7 +40,9 @@ class LiveView:
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         bundle: dict[str, Any] = dict(self._panel._repr_mimebundle_(include, exclude))
-        bundle["text/plain"] = "<live transcript>"
+        # What a saved notebook shows where the widget cannot be drawn: the conversation
+        # itself is kept in the result below (its "whole conversation" part).
+        bundle["text/plain"] = LIVE_TEXT
         return bundle
 
 

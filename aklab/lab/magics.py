@@ -274,7 +274,7 @@ class AklabMagics(Magics):
             done = lab.wait(timeout)
         except KeyboardInterrupt:  # the notebook's stop button: stop, keep what arrived, fail the cell
             stopped = lab.interrupt()
-            summary = stopped.summary() if hasattr(stopped, "summary") else f"stopped {', '.join(stopped)}"
+            summary = stopped.summary()
             self._show(lab, ask_id, start, fmt, args.out)
             raise AskInterrupted(f"interrupted. {summary}") from None
         result = self._show(lab, ask_id, start, fmt, args.out, display_it=False)

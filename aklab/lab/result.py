@@ -32,11 +32,14 @@ class AskResult(list[AgentMessage]):
         ask_id: str | None = None,
         usage_events: Sequence[LlmUsageEvent] = (),
         stopped: bool = False,
+        conversation: Sequence[AgentMessage] = (),
     ) -> None:
         super().__init__(replies)
         self.ask_id = ask_id
         self.usage_events = list(usage_events)
         self.stopped = stopped
+        self.conversation = list(conversation)
+        """Every message of the ask, between agents too, in order."""
 
     @property
     def run_ids(self) -> list[str]:
@@ -80,8 +83,19 @@ class AskResult(list[AgentMessage]):
         return "\n\n".join(_plain(m) for m in self) or "(no reply)"
 
     def as_markdown(self) -> str:
+        """The replies, then (folded) the whole conversation of the ask: a saved notebook keeps it."""
         blocks = [f"**{_sender(m)}** *({m.type})*\n\n{m.content}" for m in self]
-        return "\n\n---\n\n".join(blocks) or "*(no reply)*"
+        text = "\n\n---\n\n".join(blocks) or "*(no reply)*"
+        if len(self.conversation) > len(self):
+            rows = "\n\n".join(
+                f"**{_sender(m)} → {m.recipient.name if m.recipient else '?'}** *({m.type})*: {_one_line(m.content)}"
+                for m in self.conversation
+            )
+            text += (
+                f"\n\n<details><summary>The whole conversation ({len(self.conversation)} messages)</summary>"
+                f"\n\n{rows}\n\n</details>"
+            )
+        return text
 
     def as_json(self) -> list[dict[str, Any]]:
         return [
@@ -107,6 +121,11 @@ class AskResult(list[AgentMessage]):
 
 def _sender(message: AgentMessage) -> str:
     return message.sender.name if message.sender is not None else "?"
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def _plain(message: AgentMessage) -> str:

@@ -331,7 +331,8 @@ class Lab:
         usage = [e for e in self.recorder.usage if e.ask_id == ask_id]
         state = self.system.asks.get(ask_id)
         stopped = state is not None and state.cancelled is not None
-        return AskResult(replies, ask_id=ask_id, usage_events=usage, stopped=stopped)
+        conversation = [m for m in self.transcript() if m.ask_id == ask_id]
+        return AskResult(replies, ask_id=ask_id, usage_events=usage, stopped=stopped, conversation=conversation)
 
     def interrupt(self) -> Stopped:
         """Cancel every run in flight and wait (bounded) for the team to settle."""

@@ -107,3 +107,12 @@ def test_usage_by_ask_totals_each_question_across_agents(lab: Lab) -> None:
     assert frame["agents"].iloc[0] == "@Manager, @Developer"
     assert int(frame["requests"].iloc[0]) == first.totals()["requests"]
     assert int(frame["requests"].sum()) == int(lab.usage()["requests"].sum())
+
+
+def test_the_result_keeps_the_whole_conversation_for_a_saved_notebook(lab: Lab) -> None:
+    result = lab.ask("Ask the Developer for a haiku about tests.", timeout=10)
+    assert [m.ask_id for m in result.conversation] == [result.ask_id] * len(result.conversation)
+    assert len(result.conversation) == 4  # ask, delegation, answer, relay
+    markdown = result.as_markdown()
+    assert "<details><summary>The whole conversation (4 messages)</summary>" in markdown
+    assert "**@Manager → @Developer** *(request)*" in markdown

@@ -12,6 +12,8 @@ import pytest
 from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import KernelManager
 
+from aklab.lab._magic_show import LIVE_TEXT
+
 SETUP = """
 %load_ext aklab
 from aklab.lab import Lab, set_lab
@@ -49,7 +51,7 @@ def _run(client: BlockingKernelClient, code: str, *, on_output: Any = None, time
             text.append(content["text"])
         elif kind in ("execute_result", "display_data"):
             plain = content["data"].get("text/plain", "")
-            if plain != "<live transcript>":
+            if plain != LIVE_TEXT:
                 text.append(plain + "\n")
         elif kind == "error":
             text.append(f"{content['ename']}: {content['evalue']}")
