@@ -39,7 +39,7 @@ __all__ = [
 
 FORMATS = ("markdown", "text", "json")
 USAGE_BY = ("agent", "run", "model", "ask", "request")
-SUBCOMMANDS = ("team", "model", "dashboard", "list", "teams", "resume", "help")
+SUBCOMMANDS = ("team", "model", "dashboard", "list", "teams", "resume", "batch", "help")
 HELP_WORDS = ("-h", "--help")
 
 
@@ -161,7 +161,8 @@ def parse_member(line: str, prog: str) -> str | None:
 
 
 AKLAB_USAGE = (
-    "%aklab [team NAME|PATH | model provider:model [options] | dashboard | list | teams | resume [TEAM] | help]"
+    "%aklab [team NAME|PATH | model provider:model [options] | dashboard | list | teams | resume [TEAM]"
+    " | batch FILE [options] | help]"
 )
 
 
@@ -188,6 +189,8 @@ def parse_aklab(line: str) -> tuple[str, str | None]:
         return words[0], None
     if words[0] == "resume" and len(words) == 2:
         return "resume", words[1]
+    if words[0] == "batch" and len(words) >= 2:
+        return "batch", shlex.join(words[1:])
     raise UsageError(f"unknown arguments {line.strip()!r}\nusage: {AKLAB_USAGE}")
 
 
@@ -244,3 +247,28 @@ def expand(text: str, namespace: Mapping[str, Any]) -> str:
         return str(namespace[name]) if name in namespace else whole
 
     return _BRACES.sub(one, text)
+
+
+@dataclass
+class BatchArgs:
+    path: str
+    engine: str
+    concurrency: int
+    retries: int
+    timeout: float
+    team: str | None
+    model: str | None
+
+
+def parse_batch(line: str) -> BatchArgs:
+    """``FILE [--engine local|process|ray] [--concurrency N] [--retries N] [--timeout S] [--team T] [--model M]``."""
+    p = _Parser(prog="%aklab batch", add_help=False)
+    p.add_argument("path")
+    p.add_argument("--engine", choices=("local", "process", "ray"), default="local")
+    p.add_argument("--concurrency", type=int, default=8)
+    p.add_argument("--retries", type=int, default=0)
+    p.add_argument("--timeout", type=_seconds, default=300.0)
+    p.add_argument("--team", default=None)
+    p.add_argument("--model", default=None)
+    ns = p.parse_args(shlex.split(line))
+    return BatchArgs(ns.path, ns.engine, ns.concurrency, ns.retries, ns.timeout, ns.team, ns.model)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import inspect
 import re
 import sys
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, cast
 
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 
@@ -151,6 +151,8 @@ class AklabMagics(Magics):
           %aklab list                    built-in teams, model providers, which keys are set
           %aklab teams                   the teams in the event store, latest activity first
           %aklab resume [TEAM]           bring a stored team back (the latest, or by name or id)
+          %aklab batch FILE [--engine local|process|ray] [--concurrency N] [--retries N] [--timeout S]
+                [--team T] [--model M]   run the team over every scenario in FILE (CSV/JSONL/YAML)
           %aklab dashboard               the live panels (roster, transcript, context, usage)
           %aklab help                    every magic, with examples
 
@@ -177,6 +179,8 @@ class AklabMagics(Magics):
 
                 print(listing())
                 return None
+            if action == "batch":
+                return _batch(value or "")
             if action == "teams":
                 from aklab.lab._magic_show import stored_teams
 
@@ -420,6 +424,27 @@ class AskInterrupted(AklabError):
 
     def _render_traceback_(self) -> list[str]:
         return [f"aklab: {self}"]
+
+
+def _batch(line: str) -> Any:
+    """``%aklab batch FILE ...``: a progress bar while it runs, then the result (table and summary)."""
+    from aklab import batch
+    from aklab.lab._magic_args import parse_batch
+
+    args = parse_batch(line)
+    from aklab.lab import get_lab
+
+    current = get_lab()
+    team: Any = args.team or (current.spec if current is not None else "dev-team")
+    return batch.run(
+        batch.load_scenarios(args.path),
+        team=team,
+        model=args.model,
+        engine=cast(Literal["local", "process", "ray"], args.engine),  # parse_batch checked the choice
+        concurrency=args.concurrency,
+        retries=args.retries,
+        timeout_s=args.timeout,
+    )
 
 
 def _new_lab(team: str) -> Lab:
