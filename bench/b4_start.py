@@ -71,6 +71,8 @@ def first_ask_in_fresh_kernel() -> dict[str, float]:
     def hook(msg: dict[str, Any]) -> None:
         if msg["msg_type"] == "stream":
             outputs.append(msg["content"]["text"])
+        elif msg["msg_type"] in ("execute_result", "display_data"):  # %%ask's replies are the cell's value
+            outputs.append(msg["content"]["data"].get("text/plain", ""))
 
     def execute(code: str) -> float:
         t = time.perf_counter()
@@ -85,7 +87,7 @@ def first_ask_in_fresh_kernel() -> dict[str, float]:
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
-    if not any("@Manager → @Human" in text for text in outputs):
+    if not any("@Manager (response)" in text for text in outputs):
         raise RuntimeError(f"the first %%ask showed no reply: {outputs!r}")
     return {"seconds": ask, "kernel_start_s": kernel_start, "load_ext_cell_s": load_ext}
 
