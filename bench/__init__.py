@@ -24,6 +24,7 @@ BENCHMARKS = {
     "B5": "bench.b5_frames",
     "B6": "bench.b6_context",
     "B7": "bench.b7_cancel",
+    "B8": "bench.b8_prompt",
     "B9": "bench.b9_soak",
 }
 

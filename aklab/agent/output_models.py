@@ -26,17 +26,15 @@ REPLY_PROTOCOLS: dict[str, str] = {
 class Request(BaseModel):
     """One outbound message chosen by the model."""
 
+    # Sent with every request of every agent: as short as stays clear (issue 16).
     message_type: Intent = Field(
         description=(
-            "request: ask the recipient to do something and reply with the result; "
-            "instruction: have the recipient do something, acknowledgment optional; "
-            "response: answer a request you received; "
-            "notification: information, no reply expected; "
-            "acknowledgment: confirm an instruction, no reply expected"
+            "request: do this and reply; instruction: do this; response: answers a request; "
+            "notification: FYI; acknowledgment: confirms receipt"
         )
     )
-    message: str = Field(description="The content to deliver, as the recipient should read it.")
-    recipient: str = Field(description='"@Name" for an existing team member, or a role name to hire one.')
+    message: str = Field(description="What the recipient reads.")
+    recipient: str = Field(description='"@Name" of a member, or a role to hire one.')
 
 
 class StructuredOutput(BaseModel):
