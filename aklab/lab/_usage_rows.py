@@ -16,17 +16,19 @@ from __future__ import annotations
 
 import threading
 from array import array
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, overload
 
 from aklab.llm import LlmUsageEvent
 
-__all__ = ["TAIL", "UsageRows"]
+__all__ = ["RECENT_ASKS", "TAIL", "UsageRows"]
 
 #: How many of the newest events are also kept as the recorded objects.
 TAIL = 256
+#: How many of the latest asks ``for_ask`` finds without a scan.
+RECENT_ASKS = 64
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO = timedelta(microseconds=1)
 _NONE = -1  # an unknown token count
@@ -46,6 +48,7 @@ class UsageRows(Sequence[LlmUsageEvent]):
         self._floats = array("d")  # cost_usd (nan for None), duration_s: 2 per row
         self._flags = bytearray()
         self._tail: deque[LlmUsageEvent] = deque(maxlen=TAIL)
+        self._recent_asks: OrderedDict[int, list[int]] = OrderedDict()  # ask id index -> its rows
         self._whole: dict[int, LlmUsageEvent] = {}  # subclasses, kept as they are
         self._len = 0
 
@@ -69,9 +72,15 @@ class UsageRows(Sequence[LlmUsageEvent]):
                     self._intern(event.model),
                     self._intern(event.cost_source),
                     0 if run_hex is not None else self._intern(event.run_id),
-                    self._intern(event.ask_id),  # one string per ask, not per request
+                    ask := self._intern(event.ask_id),  # one string per ask, not per request
                 )
             )
+            rows = self._recent_asks.get(ask)
+            if rows is None:
+                rows = self._recent_asks[ask] = []
+                if len(self._recent_asks) > RECENT_ASKS:
+                    self._recent_asks.popitem(last=False)
+            rows.append(row)
             self._run_ids += run_hex or bytes(16)
             started = event.started_at
             naive = started.tzinfo is None
@@ -121,6 +130,19 @@ class UsageRows(Sequence[LlmUsageEvent]):
             "duration_s": duration,
         }
         return LlmUsageEvent.model_construct(**fields)
+
+    def for_ask(self, ask_id: str | None) -> list[LlmUsageEvent]:
+        """The requests of one ask, oldest first, without rebuilding anyone else's (one
+        lookup for the latest ``RECENT_ASKS`` asks, a scan of one packed column before)."""
+        with self._lock:
+            ask = self._index.get(ask_id)
+            if ask is None:
+                return []
+            rows = self._recent_asks.get(ask)
+            if rows is None:
+                rows = [i for i, a in enumerate(self._names[5::6]) if a == ask]
+            first_tail = self._len - len(self._tail)
+            return [self._row(i, first_tail) for i in rows]
 
     def __len__(self) -> int:
         return self._len

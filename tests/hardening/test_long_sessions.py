@@ -164,6 +164,15 @@ def test_usage_rows_keep_unknown_tokens_unpriced_requests_odd_run_ids_and_naive_
     assert [rows[i].model_dump() for i in range(len(odd))] == [e.model_dump() for e in odd]
 
 
+def test_usage_rows_find_one_asks_requests_without_rebuilding_the_session() -> None:
+    rows = UsageRows()
+    for n in range(3_000):
+        rows.append(usage_event(n, ask_id=f"ask{n // 3}"))
+    assert [e.input_tokens for e in rows.for_ask("ask999")] == [100 + 2_997, 100 + 2_998, 100 + 2_999]
+    assert [e.input_tokens for e in rows.for_ask("ask1")] == [103, 104, 105]  # an old ask: a column scan
+    assert rows.for_ask("nobody") == []
+
+
 def test_lab_usage_totals_the_whole_session_after_50000_requests() -> None:
     recorder = TeamRecorder()
     for n in range(50_000):
