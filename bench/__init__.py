@@ -26,6 +26,8 @@ BENCHMARKS = {
     "B7": "bench.b7_cancel",
     "B8": "bench.b8_prompt",
     "B9": "bench.b9_soak",
+    "B10": "bench.b10_store",
+    "B11": "bench.b11_batch",
 }
 
 

@@ -93,11 +93,15 @@ def _recording_agent_class() -> type[Any]:
     return RecordingAgent
 
 
-def run_relay(messages: list[str], *, burst: bool = False, agent_class: Any = None) -> tuple[float, Any]:
-    """Run the relay on a fresh Lab; returns (seconds from first send to quiet, lab stats)."""
+def run_relay(
+    messages: list[str], *, burst: bool = False, agent_class: Any = None, store: Any = False
+) -> tuple[float, Any]:
+    """Run the relay on a fresh Lab; returns (seconds from first send to quiet, lab stats).
+
+    The framework alone by default (``store=False``); B10 passes a store to price it."""
     from aklab.lab import Lab
 
-    lab = Lab(relay_team(agent_class=agent_class))
+    lab = Lab(relay_team(agent_class=agent_class), store=store)
     try:
         cpu_start = time.process_time()
         switches_start = context_switches()
@@ -319,7 +323,7 @@ def lockstep(messages: list[str], recording: Recording, rounds: int, *, split: b
         loop = asyncio.new_event_loop()
         if instrumented:
             timed_class.inside_s[0] = 0.0  # type: ignore[union-attr]
-        lab = Lab(relay_team(agent_class=timed_class if instrumented else None))
+        lab = Lab(relay_team(agent_class=timed_class if instrumented else None), store=False)
         floor_s = aklab_s = 0.0
         outputs = []
         try:

@@ -46,7 +46,7 @@ class _Host:
     def hire(self, role: str, name: str | None = None) -> Any:
         raise NotImplementedError
 
-    def fire(self, name: str) -> bool:
+    def fire(self, name: str, *, by_operator: bool = False) -> bool:
         raise NotImplementedError
 
 
