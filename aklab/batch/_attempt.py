@@ -110,7 +110,9 @@ def run_attempt(job: Job, control: AttemptControl | None = None) -> Outcome:
     lab: Lab | None = None
     turn = 0
     try:
-        lab = Lab(job.team, guard=job.guard)
+        # A batch's record is its BatchResult: its many short sessions do not queue up on the
+        # project's event store (one SQLite file shared by every thread would serialize them).
+        lab = Lab(job.team, guard=job.guard, store=False)
         control.attach(lab)
         replies = None
         for text in job.turns:

@@ -328,7 +328,7 @@ class Lab:
     def result(self, ask_id: str, start: int = 0) -> AskResult:
         """What ask ``ask_id`` brought back so far: its replies (from inbox position ``start``) and usage."""
         replies = [m for m in self.inbox.since(start) if m.ask_id in (ask_id, None)]
-        usage = [e for e in self.recorder.usage if e.ask_id == ask_id]
+        usage = self.recorder.usage.for_ask(ask_id)  # one ask's rows, not a scan of the session
         state = self.system.asks.get(ask_id)
         stopped = state is not None and state.cancelled is not None
         conversation = [m for m in self.transcript() if m.ask_id == ask_id]
