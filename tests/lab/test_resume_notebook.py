@@ -1,0 +1,37 @@
+"""notebooks/10-resume.ipynb with a real kernel restart: the first part in one kernel, the
+rest in a new one (nbval runs it straight through, where ``set_lab(None)`` stands in)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "10-resume.ipynb"
+
+
+def _run(cells: list[nbformat.NotebookNode], folder: Path) -> list[nbformat.NotebookNode]:
+    nb = nbformat.v4.new_notebook(cells=cells)
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(folder)}}).execute()
+    return [c for c in nb.cells if c.cell_type == "code"]
+
+
+def _text(cell: nbformat.NotebookNode) -> str:
+    out = []
+    for o in cell.get("outputs", []):
+        assert o.get("output_type") != "error", o
+        out.append(str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", "")))
+    return "".join(out)
+
+
+def test_the_resume_notebook_survives_a_real_kernel_restart(tmp_path: Path) -> None:
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    restart = next(i for i, c in enumerate(nb.cells) if "Now restart the kernel" in c.source)
+    before = _run(nb.cells[:restart], tmp_path)  # the kernel is shut down at the end
+    assert "@Manager (response)" in _text(before[-1])
+    after = _run(nb.cells[restart:], tmp_path)  # a new kernel: nothing in memory
+    texts = [_text(c) for c in after]
+    assert any("resumed team 'dev-team'" in t and "1 earlier repl(ies) to @Human" in t for t in texts)
+    assert any("Thanks. Now plan the login page." in t for t in texts)  # the history frame, across the restart
+    assert "Ask the Developer for a haiku about tests." in texts[-1]
