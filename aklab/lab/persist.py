@@ -40,7 +40,17 @@ class StoreLink:
 
     @property
     def location(self) -> str:
-        return self.store.location if self.store is not None else "off (in memory only)"
+        """Where records go; a SQLite file under the current folder is shown relative to it."""
+        if self.store is None:
+            return "off (in memory only)"
+        where = self.store.location
+        if where.startswith("sqlite:"):
+            path = where.removeprefix("sqlite:")
+            try:
+                return "sqlite:" + os.path.relpath(path) if not os.path.relpath(path).startswith("..") else where
+            except ValueError:  # another drive (Windows)
+                return where
+        return where
 
     def failed(self, reason: str) -> None:
         # called on an actor thread: only remember it
