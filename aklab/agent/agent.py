@@ -364,14 +364,20 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
 
         history = self._react_agent.messages
         before = self._snapshotted
-        grew = len(history) >= len(before) and all(a is b for a, b in zip(before, history, strict=False))
-        new = history[len(before) :] if grew else history
+        # Send the history from the first message that differs from the last snapshot: a turn
+        # appends (and pydantic-ai may fold a run's closing tool returns into the next run's
+        # first request); a compaction, cut or clear changes earlier messages. Equal prefixes
+        # compare cheaply (the same objects, or equal values), and nothing is serialized twice.
+        start, limit = 0, min(len(history), len(before))
+        while start < limit and (history[start] is before[start] or history[start] == before[start]):
+            start += 1
+        new = history[start:]
         self._snapshotted = list(history)
         self.notify_event(
             AgentSnapshotEvent(
                 agent=self.config.name,
                 agent_id=self.myAddress.agent_id,
-                replace=not grew,
+                start=start,
                 messages=ModelMessagesTypeAdapter.dump_python(list(new), mode="json"),
                 state=self.state.model_dump(mode="json"),
             )

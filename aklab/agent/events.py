@@ -44,14 +44,14 @@ class AgentBusyEvent(BaseModel):
 
 class AgentSnapshotEvent(BaseModel):
     """What a resume needs of an agent after a turn (recorded only when the team keeps an
-    event store): its model history — the messages added since the last snapshot, or all of
-    them (``replace``) after a compaction or ``/clear`` — and its state (the context-update
-    baseline among it)."""
+    event store): its model history from position ``start`` on (the history is the previous
+    snapshot's first ``start`` messages followed by ``messages``; 0 after a compaction or
+    ``/clear``) and its state (the context-update baseline among it)."""
 
     aklab_log_limit: ClassVar[int] = 1  # the store keeps them all; memory only the last
 
     agent: str
     agent_id: str
-    replace: bool = False
+    start: int = 0
     messages: list[dict[str, Any]] = Field(default_factory=list)
     state: dict[str, Any] = Field(default_factory=dict)

@@ -5,8 +5,8 @@
 
 - **members**: every agent started and not stopped, with its stored identity (agent id,
   name, role), in start order;
-- **snapshots**: each agent's model history (the deltas of ``AgentSnapshotEvent``s, a
-  ``replace`` starting over) and its last state (context-update baseline included);
+- **snapshots**: each agent's model history (each ``AgentSnapshotEvent`` replaces the
+  history from its ``start`` on) and its last state (context-update baseline included);
 - **usage**: each agent's usage events, so its lifetime budget counters come back;
 - **replies**: what reached the human (shown again in ``lab.replies()``);
 - **pending**: every message sent to an agent whose handling never finished (no
@@ -126,7 +126,7 @@ def load_team(store: EventStore, team: str | None = None) -> StoredTeam:
             event = record.event
             if isinstance(event, AgentSnapshotEvent) and event.agent_id in members:
                 snap = members[event.agent_id]
-                snap.messages = [*([] if event.replace else snap.messages), *event.messages]
+                snap.messages = [*snap.messages[: event.start], *event.messages]
                 snap.state = event.state
             elif isinstance(event, LlmUsageEvent) and event.agent in by_name:
                 by_name[event.agent].usage.append(event)
