@@ -23,6 +23,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -214,7 +215,7 @@ class SqliteStore(EventStore):
         try:
             conn = self._connect()
             try:
-                mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+                mode = _switch_to_wal(conn)
                 conn.execute(f"PRAGMA synchronous={self.synchronous}")
                 if str(mode).lower() != "wal":
                     raise sqlite3.OperationalError(f"could not switch to WAL (journal_mode is {mode})")
@@ -464,3 +465,16 @@ def _record(r: tuple[Any, ...]) -> StoredRecord:
         created.astimezone(UTC),
         json.loads(r[13]) if isinstance(r[13], str) else r[13],
     )
+
+
+def _switch_to_wal(conn: sqlite3.Connection, *, attempts: int = 50) -> str:
+    """``PRAGMA journal_mode=WAL``, retried while another process opening the same new file
+    holds it (SQLite does not apply the busy timeout to this switch): bounded, ~5 s at most."""
+    for attempt in range(attempts):
+        try:
+            return str(conn.execute("PRAGMA journal_mode=WAL").fetchone()[0])
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == attempts - 1:
+                raise
+            time.sleep(0.1)  # a back-off before trying again, not a wait for an event
+    raise AssertionError("unreachable")
