@@ -8,8 +8,10 @@ runs under ``make test-binder``, not ``make test``.
 
 from __future__ import annotations
 
+import configparser
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -59,7 +61,10 @@ def binder_kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
-def test_every_notebook_runs_in_the_binder_environment(binder_kernel: str, path: Path, tmp_path: Path) -> None:
+def test_every_notebook_runs_in_the_binder_environment(
+    binder_kernel: str, path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AKLAB_STORE", raising=False)  # as on Binder: the store goes under the kernel's folder
     nb = nbformat.read(path, as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code"]
     # cells nbval is told not to compare (a real model's words, a path) are checked only for errors
@@ -87,4 +92,16 @@ def _ignores_output(cell: nbformat.NotebookNode) -> bool:
 
 
 def _streams(outputs: list[dict[str, object]]) -> str:
-    return "".join(str(o.get("text", "")) for o in outputs if o.get("output_type") == "stream")
+    text = "".join(str(o.get("text", "")) for o in outputs if o.get("output_type") == "stream")
+    for pattern, replace in SANITIZE:  # ids and times, as nbval sanitizes them
+        text = pattern.sub(replace, text)
+    return text
+
+
+def _sanitizers() -> list[tuple[re.Pattern[str], str]]:
+    config = configparser.ConfigParser()
+    config.read(ROOT / "notebooks" / "sanitize.cfg")
+    return [(re.compile(config[s]["regex"]), config[s]["replace"]) for s in config.sections()]
+
+
+SANITIZE = _sanitizers()
