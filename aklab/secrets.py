@@ -28,7 +28,6 @@ __all__ = [
     "install_log_redaction",
     "redact",
     "register_secret",
-    "secrets_registered",
 ]
 
 REDACTED = "[redacted]"
@@ -62,10 +61,6 @@ def register_secret(value: str | None) -> None:
         ordered = sorted(_values, key=len, reverse=True)
         _pattern = re.compile("|".join(re.escape(v) for v in ordered))
     install_log_redaction()
-
-
-def secrets_registered() -> int:
-    return len(_values)
 
 
 def redact(text: str) -> str:

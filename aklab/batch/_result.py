@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from aklab.batch._attempt import Outcome
 from aklab.batch._scenario import Scenario
 from aklab.batch.progress import ProgressState
+from aklab.llm.usage import headline
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -285,14 +286,7 @@ class BatchResult:
 
 
 def _figures(outcome: Outcome) -> dict[str, Any]:
-    events = outcome.events
-    unknown = any(e.input_tokens is None or e.output_tokens is None for e in events)
-    unpriced = any(e.cost_usd is None for e in events)
-    return {
-        "requests": sum(e.requests for e in events),
-        "tokens": None if unknown else sum(e.total_tokens for e in events),
-        "cost_usd": None if unpriced or not events else sum(e.cost_usd or 0.0 for e in events),
-    }
+    return headline(outcome.events)
 
 
 def _typed(frame: pd.DataFrame, *, ints: list[str], tokens: list[str], floats: list[str]) -> pd.DataFrame:

@@ -118,14 +118,6 @@ class AskLedger:
         state = self._asks.get(ask_id)  # a dict read is atomic
         return state is not None and state.cancelled is not None
 
-    def reason(self, ask_id: str | None) -> str | None:
-        if ask_id is None:
-            return "the team is closed" if self.closed else None
-        state = self._asks.get(ask_id)
-        if state is not None and state.cancelled is not None:
-            return state.cancelled
-        return "the team is closed" if self.closed else None
-
     def cancel(self, ask_id: str, reason: str = "stopped") -> bool:
         """End ``ask_id`` everywhere; False if it was already over."""
         with self._lock:
@@ -165,10 +157,6 @@ class AskLedger:
         """Asks with work queued or running, oldest first (copies' fields are read-only use)."""
         with self._lock:
             return [s for s in self._asks.values() if s.pending or s.runs]
-
-    def in_progress(self, ask_id: str) -> bool:
-        state = self._asks.get(ask_id)
-        return state is not None and bool(state.pending or state.runs)
 
     # -- runs -----------------------------------------------------------------------------
     @contextmanager

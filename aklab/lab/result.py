@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from aklab.agent import AgentMessage
 from aklab.llm import LlmUsageEvent
+from aklab.llm.usage import headline
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -59,14 +60,7 @@ class AskResult(list[AgentMessage]):
 
     def totals(self) -> dict[str, Any]:
         """Requests, tokens (None when any request's count is unknown) and cost (None when unpriced)."""
-        events = self.usage_events
-        unknown = any(e.input_tokens is None or e.output_tokens is None for e in events)
-        unpriced = any(e.cost_usd is None for e in events)
-        return {
-            "requests": sum(e.requests for e in events),
-            "tokens": None if unknown else sum(e.total_tokens for e in events),
-            "cost_usd": None if unpriced or not events else sum(e.cost_usd or 0.0 for e in events),
-        }
+        return headline(self.usage_events)
 
     def summary(self) -> str:
         """One line: replies, requests, tokens, cost (``estimated`` marked), stopped."""

@@ -118,9 +118,7 @@ class Lab:
         self.resume_report: str | None = None
         if _stored is not None:
             self._store.team_id = _stored.team_id  # the resumed team appends to its own log
-            self.system.persist = self._store.store is not None
-        else:
-            self.system.persist = self._store.store is not None
+        self.system.persist = self._store.store is not None
         from aklab.lab.panels import watch_lab
 
         watch_lab(self)  # a cell's panel, opened just after its ask was sent, replays it all

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import UTC, datetime
+from typing import Any
 
 from pydantic import BaseModel, Field
 
-__all__ = ["AgentUsageSummary", "LlmUsageEvent", "ToolCallEvent", "UsageTotals", "aggregate_usage"]
+__all__ = ["AgentUsageSummary", "LlmUsageEvent", "ToolCallEvent", "UsageTotals", "aggregate_usage", "headline"]
 
 
 def _now() -> datetime:
@@ -120,3 +121,16 @@ def aggregate_usage(events: Iterable[LlmUsageEvent], *, agent: str = "*", by_run
         if summary.by_run is not None:
             summary.by_run.setdefault(event.run_id, UsageTotals()).add(event)
     return summary
+
+
+def headline(events: Iterable[LlmUsageEvent]) -> dict[str, Any]:
+    """Requests, tokens and cost of some requests, honestly: tokens are None when any count is
+    unknown, cost is None when any request is unpriced (or there is none)."""
+    events = list(events)
+    unknown = any(e.input_tokens is None or e.output_tokens is None for e in events)
+    unpriced = any(e.cost_usd is None for e in events)
+    return {
+        "requests": sum(e.requests for e in events),
+        "tokens": None if unknown else sum(e.total_tokens for e in events),
+        "cost_usd": None if unpriced or not events else sum(e.cost_usd or 0.0 for e in events),
+    }

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,14 +22,6 @@ from aklab.lab.result import AskResult
 from aklab.lab.session import Lab
 from aklab.lab.teams import TeamSpec
 from tests.helpers import card
-
-
-@pytest.fixture
-def shell() -> Iterator[InteractiveShell]:
-    ip = InteractiveShell.instance()
-    ip.run_cell("%load_ext aklab")
-    yield ip
-    set_lab(None)
 
 
 def run(shell: InteractiveShell, capsys: pytest.CaptureFixture[str], source: str) -> tuple[Any, str]:

@@ -2,21 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from IPython.core.interactiveshell import InteractiveShell
-
-from aklab.lab import set_lab
-
-
-@pytest.fixture
-def shell() -> Iterator[InteractiveShell]:
-    ip = InteractiveShell.instance()
-    ip.run_cell("%load_ext aklab")
-    yield ip
-    set_lab(None)
 
 
 def test_a_batch_from_a_file(shell: InteractiveShell, tmp_path: Path) -> None:

@@ -4,25 +4,16 @@ and tab completion of members, subcommands and option values, in a real IPython 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
 
 import pytest
 from IPython.core.completer import provisionalcompleter
 from IPython.core.interactiveshell import InteractiveShell
 
-from aklab.lab import get_lab, set_lab
+from aklab.lab import get_lab
 from aklab.lab._magic_show import PROVIDER_KEYS
 from aklab.llm.profiles import FAMILY_MODULES
 
 MAGICS = ["%aklab", "%ask", "%stop", "%usage", "%team", "%transcript", "%context"]
-
-
-@pytest.fixture
-def shell() -> Iterator[InteractiveShell]:
-    ip = InteractiveShell.instance()
-    ip.run_cell("%load_ext aklab")
-    yield ip
-    set_lab(None)
 
 
 def out_of(shell: InteractiveShell, capsys: pytest.CaptureFixture[str], source: str) -> str:

@@ -3,22 +3,13 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from aklab.lab import get_lab, set_lab
+from aklab.lab import get_lab
 from aklab.lab.magics import UsageError, parse_aklab, parse_model
 from aklab.llm import ModelConfig
-
-
-@pytest.fixture
-def shell() -> Iterator[InteractiveShell]:
-    ip = InteractiveShell.instance()
-    ip.run_cell("%load_ext aklab")
-    yield ip
-    set_lab(None)
 
 
 def run(shell: InteractiveShell, capsys: pytest.CaptureFixture[str], source: str) -> str:
