@@ -34,33 +34,36 @@ def test_sys_exit_in_a_handler_does_not_end_the_actor(system: ActorSystem) -> No
     assert system.proxy_ask(address, Crashy).count() == rounds
 
 
-def test_a_subscriber_asking_the_orchestrator_on_its_own_thread_gets_a_clear_error_at_once() -> None:
-    import threading
+class SelfAsker(Akgent[BaseConfig, Any]):
+    """Asks itself from its own handler: what an EventSubscriber does when it calls the
+    orchestrator about a record the orchestrator made on its own thread."""
 
-    from aklab.core import EventSubscriber, StartMessage
-    from aklab.errors import ConfigError
-    from aklab.lab import Lab
+    def __init__(self, config: BaseConfig | None = None, **wiring: Any) -> None:
+        super().__init__(config or BaseConfig(name="@SelfAsker", role="SelfAsker"), **wiring)
+        self.errors: list[str] = []
 
-    errors: list[str] = []
-    done = threading.Event()
+    def receiveMsg_Message(self, message: Message, sender: Any) -> None:
+        from aklab.errors import ConfigError
 
-    with Lab("dev-team") as lab:
+        assert self._system is not None
+        try:
+            self._system.proxy_ask(self.myAddress, SelfAsker).get_errors()
+        except ConfigError as exc:
+            self.errors.append(str(exc))
 
-        class AsksBack(EventSubscriber):
-            def on_message(self, message: Message) -> None:
-                if isinstance(message, StartMessage) and not done.is_set():
-                    try:
-                        lab.orchestrator.get_team()
-                    except ConfigError as exc:
-                        errors.append(str(exc))
-                    finally:
-                        done.set()
+    def get_errors(self) -> list[str]:
+        return list(self.errors)
 
-        lab.orchestrator.subscribe(AsksBack())
-        lab.ask("What is 2+2?", timeout=10)  # hires the Developer: a StartMessage made on the orchestrator's thread
-        assert done.wait(10)
-        assert errors and "@Orchestrator was asked to answer on its own thread" in errors[0]
-        assert len(lab.ask("What is 2+2?", timeout=10)) >= 1
+
+def test_a_call_that_would_wait_on_its_own_actors_thread_is_refused_at_once(system: ActorSystem) -> None:
+    address = system.createActor(SelfAsker)
+    system.tell(address, Message())
+    assert system.wait_idle(10)  # no 60 s hang
+    [error] = system.proxy_ask(address, SelfAsker).get_errors()
+    assert "@SelfAsker was asked to answer on its own thread and would wait for ever" in error
+    system.tell(address, Message())  # and it goes on working
+    assert system.wait_idle(10)
+    assert len(system.proxy_ask(address, SelfAsker).get_errors()) == 2
 
 
 def test_a_hire_and_fire_loop_does_not_grow_the_systems_books(system: ActorSystem) -> None:
