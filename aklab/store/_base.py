@@ -127,13 +127,16 @@ class EventStore(ABC):
         before: int | None = None,
         limit: int | None = None,
         newest: bool = False,
+        record_id: str | None = None,
+        message_id: str | None = None,
     ) -> list[StoredRecord]:
         """Records in append order: of ``team_id`` (every team if None), after seq ``since``
         (an int) or from time ``since`` (a datetime or ISO date), before time ``until``,
-        whose ``kind`` or ``event_type`` is in ``kinds``, of ``ask_id``, before seq ``before``;
-        at most ``limit`` of them: the first ones, or the newest ones with ``newest=True``
-        (still returned oldest first). A panel pages back with ``before=<oldest seq shown>,
-        limit=N, newest=True``."""
+        whose ``kind`` or ``event_type`` is in ``kinds``, of ``ask_id``, before seq ``before``,
+        with this ``record_id`` or about this ``message_id``; at most ``limit`` of them: the
+        first ones, or the newest ones with ``newest=True`` (still returned oldest first).
+        A panel pages back with ``before=<oldest seq shown>, limit=N, newest=True``, and
+        finds the seq of a record it holds with ``record_id=..., limit=1``."""
 
     @abstractmethod
     def save_team(self, team_id: str, *, name: str, metadata: dict[str, Any] | None = None) -> None:

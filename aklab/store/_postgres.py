@@ -206,10 +206,13 @@ class PostgresStore(EventStore):
         before: int | None = None,
         limit: int | None = None,
         newest: bool = False,
+        record_id: str | None = None,
+        message_id: str | None = None,
     ) -> list[StoredRecord]:
         import psycopg
 
-        where, args = _where(team_id, since, until, check_kinds(kinds), ask_id, before, mark="%s")
+        ids = (record_id, message_id)
+        where, args = _where(team_id, since, until, check_kinds(kinds), ask_id, before, mark="%s", ids=ids)
         query = f"SELECT seq, {_COLUMNS} FROM events{where}{_order(limit, newest)}"
         with self._lock:
             try:

@@ -343,8 +343,10 @@ class SqliteStore(EventStore):
         before: int | None = None,
         limit: int | None = None,
         newest: bool = False,
+        record_id: str | None = None,
+        message_id: str | None = None,
     ) -> list[StoredRecord]:
-        where, args = _where(team_id, since, until, check_kinds(kinds), ask_id, before)
+        where, args = _where(team_id, since, until, check_kinds(kinds), ask_id, before, ids=(record_id, message_id))
         sql = f"SELECT seq, {_COLUMNS} FROM events{where}{_order(limit, newest)}"
         with self._lock:
             try:
@@ -398,6 +400,7 @@ def _where(
     ask_id: str | None,
     before: int | None = None,
     mark: str = "?",
+    ids: tuple[str | None, str | None] = (None, None),
 ) -> tuple[str, list[Any]]:
     """A WHERE clause for the records filter (``mark`` is the driver's placeholder)."""
     clauses: list[str] = []
@@ -429,6 +432,10 @@ def _where(
     if before is not None:
         clauses.append(f"seq < {mark}")
         args.append(int(before))
+    for column, value in zip(("record_id", "message_id"), ids, strict=True):
+        if value is not None:
+            clauses.append(f"{column} = {mark}")
+            args.append(value)
     return (" WHERE " + " AND ".join(clauses) if clauses else ""), args
 
 

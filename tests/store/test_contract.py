@@ -129,6 +129,12 @@ def test_records_filter_by_team_seq_time_kind_and_ask(store: EventStore) -> None
     assert {r.event_type for r in store.records(kinds=["LlmUsageEvent"])} == {"LlmUsageEvent"}
     assert len(store.records(kinds=[])) == 0
     assert {r.ask_id for r in store.records(a, ask_id="ask1")} == {"ask1"}
+    third = all_a[2]
+    assert [r.seq for r in store.records(a, record_id=third.record_id, limit=1)] == [third.seq]
+    assert [r.seq for r in store.records(a, message_id=third.message_id)] == [third.seq]
+    assert store.records(b, record_id=third.record_id) == []  # another team's record
+    older = store.records(a, kinds=["SentMessage"], before=third.seq, limit=5, newest=True)
+    assert [r.seq for r in older] == [r.seq for r in all_a[:2] if r.kind == "SentMessage"]
 
 
 def test_teams_have_name_metadata_and_last_activity(store: EventStore) -> None:

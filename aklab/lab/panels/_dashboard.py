@@ -11,7 +11,8 @@ calls its listeners, so the same object can be in both). Roster rows come from
 changes nothing.
 
 ``ask_transcript(lab, ask_id)`` is a transcript of one ask (what a cell shows): its own
-panel, hub and filter, following only that ask's records. ``Dashboard.rebind(lab)``
+panel, hub and filter, following only that ask's records. Both transcripts page older
+records back from the lab's event store on demand (``_older``). ``Dashboard.rebind(lab)``
 moves a dashboard to another lab (``%aklab model`` replaces the lab): it stops following
 the old one, forgets what it showed, and replays and follows the new one.
 """
@@ -27,6 +28,7 @@ from aklab.errors import ConfigError
 from aklab.lab.panels._context import ContextPanel
 from aklab.lab.panels._feed import follow_lab, lab_feed
 from aklab.lab.panels._hub import Panel, PanelHub, close_widget, widget_bundle
+from aklab.lab.panels._older import OlderRecords
 from aklab.lab.panels._roster import RosterPanel
 from aklab.lab.panels._transcript import TranscriptPanel
 from aklab.lab.panels._usage import UsagePanel
@@ -47,13 +49,14 @@ class Dashboard:
         hub: PanelHub | None = None,
         *,
         transcript_limit: int = 500,
+        transcript_keep: int = 5000,
         usage_every: int = 5,
     ) -> None:
         import ipywidgets as widgets
 
         self.hub = hub if hub is not None else PanelHub()
         self.roster = RosterPanel(self.hub)
-        self.transcript = TranscriptPanel(self.hub, limit=transcript_limit)
+        self.transcript = TranscriptPanel(self.hub, limit=transcript_limit, keep=transcript_keep)
         self.context = ContextPanel(self.hub)
         self.usage = UsagePanel(self.hub, every=usage_every)
         self.panels: dict[str, Panel[Any]] = {
@@ -156,6 +159,8 @@ def attach_panels(lab: Lab, dashboard: Dashboard | None = None) -> Dashboard:
     gate = _Gate(board.hub)
     transcript: list[Message] = []
     board._detach.append(follow_lab(lab, gate, replay=transcript.extend))
+    feed = lab_feed(lab)
+    board.transcript.model.bind(OlderRecords.of(lab), dropped=feed.dropped if feed is not None else 0)
 
     members = lab.team()
     events: list[Any] = [*_copy(recorder.context_updates), *_copy(recorder.usage)]
@@ -170,9 +175,10 @@ def attach_panels(lab: Lab, dashboard: Dashboard | None = None) -> Dashboard:
     return board
 
 
-def ask_transcript(lab: Lab, ask_id: str | None = None, *, limit: int = 500) -> TranscriptPanel:
+def ask_transcript(lab: Lab, ask_id: str | None = None, *, limit: int = 500, keep: int = 5000) -> TranscriptPanel:
     """A transcript of one ask: everything the human message ``ask_id`` caused (messages,
-    notes, errors, and the messages being written), live, with its own agent filter.
+    notes, errors, and the messages being written), live, with its own agent filter; its
+    "show earlier" button reads what memory let go back from the event store.
 
     ``ask_id`` defaults to ``lab.last_ask_id``, the ask last sent by ``lab.send`` or
     ``lab.ask``. The panel stops following when it is closed or the lab is detached
@@ -181,9 +187,11 @@ def ask_transcript(lab: Lab, ask_id: str | None = None, *, limit: int = 500) -> 
     ask_id = ask_id or getattr(lab, "last_ask_id", None)
     if not ask_id:
         raise ConfigError("no ask to show: send a message first (lab.send, lab.ask or %%ask)")
-    panel = TranscriptPanel(PanelHub(), limit=limit)
+    panel = TranscriptPanel(PanelHub(), limit=limit, keep=keep)
     with panel.hub.batched():  # the replay is applied once, outside the feed's lock
         panel._on_close.append(follow_lab(lab, panel.hub.feed, ask_id))
+        feed = lab_feed(lab)
+        panel.model.bind(OlderRecords.of(lab, ask_id), dropped=feed.dropped if feed is not None else 0)
     return panel
 
 

@@ -6,7 +6,8 @@ could not replay them; and it does not sort records by ask, which a cell's trans
 (one ask: everything one human message caused) needs. The feed keeps the newest
 transcript records (messages, notes and errors, in the order they were recorded) and
 hands each live record to its followers: a follower of one ask gets only that ask's
-records, a follower of ``None`` gets everything.
+records, a follower of ``None`` gets everything. What it lets go (``dropped``) is still in
+the event store, which a transcript panel reads back on demand (``_older``).
 
 Following is exactly-once: ``follow`` takes the history and adds the follower under the
 feed's lock, and the feed appends and picks followers under the same lock, so each
@@ -73,10 +74,12 @@ class _Follower:
 class LabFeed:
     """The transcript history of one recorder, and its records fanned out to followers."""
 
-    def __init__(self, recorder: Any, *, keep: int = HISTORY) -> None:
+    def __init__(self, recorder: Any, *, keep: int | None = None) -> None:
         self.recorder = recorder
         self._lock = threading.Lock()
-        self._history: deque[Message] = deque(maxlen=keep)
+        self._history: deque[Message] = deque(maxlen=HISTORY if keep is None else keep)
+        #: Transcript records let go (the oldest, past ``keep``): the event store still has them.
+        self.dropped = 0
         self._followers: tuple[_Follower, ...] = ()
         self.complete = False
         recorder.listeners.append(self)
@@ -87,6 +90,8 @@ class LabFeed:
         ask = ask_of(record)
         with self._lock:
             if is_transcript(record):
+                if len(self._history) == self._history.maxlen:
+                    self.dropped += 1
                 self._history.append(record)
             followers = [f for f in self._followers if f.ask_id is None or f.ask_id == ask]
         for follower in followers:

@@ -23,20 +23,32 @@ its agent's turn ends (``AgentBusyEvent(busy=False)``) before it was complete: a
 complete one survives that event because the agent routes its output just after it.
 Whatever is left of an agent's provisional rows goes when its next turn starts.
 Provisional rows are not counted in the text/plain summary.
+
+Older rows come back on demand. The model keeps the newest ``keep`` rows; when it is
+bound to a lab (``bind``: an :class:`~aklab.lab.panels._older.OlderRecords` of the lab's
+team or of one ask), ``show_earlier(n)`` first shows ``n`` more of the kept rows, and
+once every kept row is shown reads the ``n`` records before the oldest one back from the
+event store (the widget's "show earlier" button calls it). Rows read back are held
+while the panel lives, at most ``keep_earlier`` (default ``keep``) of them: when live
+rows push the oldest kept row out, it joins them, so what is shown has no gap. Without a store the view says that
+older messages are not kept.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from aklab.agent import AgentBusyEvent, AgentMessage, OperatorActionEvent, RoutingSkippedEvent
 from aklab.core import ErrorMessage, EventMessage, Message, SentMessage
 from aklab.lab.panels._html import esc, note
 from aklab.lab.panels._hub import Panel, PanelHub, PanelModel
 from aklab.llm.streaming import OutputStreamEvent
+
+if TYPE_CHECKING:
+    from aklab.lab.panels._older import OlderRecords
 
 __all__ = ["TranscriptModel", "TranscriptPanel", "TranscriptRow", "TranscriptView"]
 
@@ -45,6 +57,8 @@ ALL = ""  # the filter value that shows every agent
 _PRE = "white-space:pre-wrap;margin:2px 0 8px 12px;font-family:inherit"
 _LIVE = "opacity:0.7;border-left:2px dashed #999;padding-left:4px"
 _UNKNOWN = "…"  # a recipient or intent the model has not written yet
+#: How many earlier rows one click on "show earlier" asks for.
+EARLIER_PAGE = 100
 
 
 @dataclass(frozen=True)
@@ -55,6 +69,7 @@ class TranscriptRow:
     content: str
     is_note: bool = False
     live: str = ""  # a provisional row: "writing" or "sending"; "" for a recorded one
+    record_id: str = field(default="", compare=False)  # the record it shows (to find it in the store)
 
     def involves(self, agent: str) -> bool:
         return agent in (self.sender, self.recipient)
@@ -77,16 +92,19 @@ class TranscriptView:
     agents: tuple[str, ...]
     agent: str  # the filter; ALL for everyone
     live: tuple[TranscriptRow, ...] = ()  # provisional rows (messages being written) matching the filter
+    earlier: str = ""  # about older rows: how many were read back from the store, or why they cannot be
+    more: bool = False  # "show earlier" can show more (kept rows hidden, or a store to read from)
 
     def html(self) -> str:
+        earlier = note(self.earlier) if self.earlier else ""
         if not self.rows and not self.live:
-            return note("no messages yet" if self.agent == ALL else f"no messages to or from {self.agent}")
+            return earlier + note("no messages yet" if self.agent == ALL else f"no messages to or from {self.agent}")
         head = (
             note(f"showing the last {len(self.rows)} of {self.matching} messages")
             if self.matching > len(self.rows)
             else ""
         )
-        return head + "".join(row.html() for row in (*self.rows, *self.live))
+        return earlier + head + "".join(row.html() for row in (*self.rows, *self.live))
 
 
 class TranscriptModel(PanelModel[TranscriptView]):
@@ -94,10 +112,23 @@ class TranscriptModel(PanelModel[TranscriptView]):
         super().__init__()
         self.limit = limit
         self.keep = max(keep, limit)
+        #: How many rows read back (or pushed out after a read) are held at most.
+        self.keep_earlier = self.keep
+        self.source: OlderRecords | None = None
         self._reset()
 
     def _reset(self) -> None:
         self._rows: deque[TranscriptRow] = deque(maxlen=self.keep)
+        # Rows older than the kept ones, read back from the store (oldest first), and the
+        # seq of the oldest record read with the row that was oldest then (the cursor holds
+        # while that row is still the oldest).
+        self._older: deque[TranscriptRow] = deque()
+        self._cursor: tuple[TranscriptRow | None, int] | None = None
+        self._older_done = False
+        self._older_note = ""
+        self._read_back = 0
+        self._extra = 0  # rows shown beyond ``limit``, one "show earlier" at a time
+        self._dropped = 0  # kept rows pushed out by newer ones (or records the feed had dropped)
         self._agents: dict[str, None] = {}
         self._messages = 0
         self._notes = 0
@@ -142,8 +173,96 @@ class TranscriptModel(PanelModel[TranscriptView]):
         for name in (row.sender, row.recipient):
             if name.startswith("@"):
                 self._agents.setdefault(name, None)
-        self._rows.append(row)
+        self._keep(row)
         return True
+
+    def _keep(self, row: TranscriptRow) -> None:
+        if len(self._rows) == self.keep:
+            pushed = self._rows[0]
+            self._dropped += 1
+            if self._older:  # rows were read back: the pushed row joins them, so there is no gap
+                self._older.append(pushed)
+                while len(self._older) > self.keep_earlier:
+                    self._older.popleft()
+        self._rows.append(row)
+
+    # -- older rows ---------------------------------------------------------------------
+    def bind(self, source: OlderRecords | None, *, dropped: int = 0) -> None:
+        """Read older rows from ``source`` (None: nowhere); ``dropped``: records the feed
+        had let go before this model saw them."""
+        with self._lock:
+            self.source = source
+            self._dropped += dropped
+            self._changed()
+
+    def show_earlier(self, n: int = EARLIER_PAGE) -> int:
+        """Show ``n`` more earlier rows: kept ones first, then rows read back from the event
+        store. Returns how many rows it added to the view (0: nothing earlier)."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"n must be a number of rows >= 1, not {n!r}")
+        with self._lock:
+            hidden = len(self._matching()) - (self.limit + self._extra)
+            if hidden > 0:
+                self._extra += min(n, hidden)
+                self._changed()
+                return min(n, hidden)
+            source = self.source
+            if source is None or self._older_done:
+                if self._dropped and not self._older_note:
+                    self._older_note = "older messages are not kept in memory"
+                    self._changed()
+                return 0
+            anchor = self._older[0] if self._older else self._rows[0] if self._rows else None
+            cursor = self._cursor[1] if self._cursor is not None and self._cursor[0] is anchor else None
+            held = {r.record_id for r in (*self._older, *self._rows)}
+        if cursor is None and anchor is not None:
+            cursor = source.seq_of(record_id=anchor.record_id) if source.store is not None else None
+            # Not stored (yet, or the store stopped): read the newest and skip what is held.
+        page = source.page(cursor, n)
+        rows = _rows_of(page.records)
+        with self._lock:
+            if self.source is not source:  # rebound meanwhile
+                return 0
+            rows = [r for r in rows if r.record_id not in held]
+            room = self.keep_earlier - len(self._older)
+            rows = rows[-room:] if room > 0 else []
+            self._older.extendleft(reversed(rows))
+            now = self._older[0] if self._older else self._rows[0] if self._rows else None
+            self._cursor = (now, page.cursor) if page.cursor is not None else None
+            self._older_done = page.done or room <= len(rows)
+            self._read_back += len(rows)
+            self._extra += len(rows)
+            if page.note:
+                self._older_note = page.note
+            elif room <= len(rows):
+                self._older_note = (
+                    f"at most {self.keep_earlier:,} earlier rows are held here; lab.transcript(before=..., limit=...) "
+                    "reads further back"
+                )
+            elif page.done:
+                self._older_note = "the earliest messages are shown"
+            self._changed()
+            return len(rows)
+
+    def _matching(self) -> list[TranscriptRow]:
+        agent = self._agent
+        rows = [*self._older, *self._rows]
+        return rows if agent == ALL else [r for r in rows if r.involves(agent)]
+
+    def _earlier(self) -> tuple[str, bool]:
+        """The note about older rows, and whether "show earlier" can show more."""
+        more = len(self._matching()) > self.limit + self._extra
+        source = self.source
+        if source is not None and source.store is None:
+            why = source.why_not or "older messages are not kept"
+            return (why if self._dropped else ""), more
+        parts = []
+        if self._read_back:
+            plural = "s" if self._read_back != 1 else ""
+            parts.append(f"{self._read_back} earlier row{plural} read back from the event store")
+        if self._older_note:
+            parts.append(self._older_note)
+        return "; ".join(parts), more or (source is not None and not self._older_done)
 
     def _fold_command(self, event: OperatorActionEvent) -> None:
         """Take out the message carrying the command and the reply with its result."""
@@ -209,9 +328,11 @@ class TranscriptModel(PanelModel[TranscriptView]):
 
     def _view(self) -> TranscriptView:
         agent = self._agent
-        rows = list(self._rows) if agent == ALL else [r for r in self._rows if r.involves(agent)]
+        rows = self._matching()
         live = tuple(r for r in self._live.values() if agent == ALL or r.involves(agent))
-        return TranscriptView(tuple(rows[-self.limit :]), len(rows), tuple(self._agents), agent, live)
+        earlier, more = self._earlier()
+        window = self.limit + self._extra
+        return TranscriptView(tuple(rows[-window:]), len(rows), tuple(self._agents), agent, live, earlier, more)
 
     def _summary(self) -> str:
         text = f"{self._messages} message{'s' if self._messages != 1 else ''}"
@@ -264,37 +385,77 @@ def _row(record: Message) -> TranscriptRow | None:
         sender = msg.sender or record.sender
         recipient = msg.recipient or record.recipient
         return TranscriptRow(
-            sender.name if sender else "?", recipient.name if recipient else "?", msg.type, msg.content
+            sender.name if sender else "?",
+            recipient.name if recipient else "?",
+            msg.type,
+            msg.content,
+            record_id=record.id,
         )
     if isinstance(record, EventMessage):
         event = record.event
         if isinstance(event, OperatorActionEvent):
             text = f"/{event.command.lstrip('/')}" + (f"\n{event.result}" if event.result else "")
-            return TranscriptRow(event.operator, event.agent, "command", text, is_note=True)
+            return TranscriptRow(event.operator, event.agent, "command", text, is_note=True, record_id=record.id)
         if isinstance(event, RoutingSkippedEvent):
-            return TranscriptRow(event.agent, event.recipient, "not delivered", event.reason, is_note=True)
+            return TranscriptRow(
+                event.agent, event.recipient, "not delivered", event.reason, is_note=True, record_id=record.id
+            )
     if isinstance(record, ErrorMessage):
         name = record.sender.name if record.sender else "?"
-        return TranscriptRow(name, name, "error", f"{record.exception_type}: {record.exception_value}", True)
+        text = f"{record.exception_type}: {record.exception_value}"
+        return TranscriptRow(name, name, "error", text, True, record_id=record.id)
     return None
 
 
+def _rows_of(records: list[Message]) -> list[TranscriptRow]:
+    """The rows records read back make, commands folded as live (within the page)."""
+    scratch = TranscriptModel(limit=1, keep=max(1, len(records)))
+    for record in records:
+        scratch._feed(record)
+    return list(scratch._rows)
+
+
 class TranscriptPanel(Panel[TranscriptView]):
-    """A filter dropdown (by agent) over the rendered transcript."""
+    """A filter dropdown (by agent) and a "show earlier" button over the rendered transcript."""
 
     title = "Transcript"
     model: TranscriptModel
 
     def __init__(self, hub: PanelHub | None = None, *, limit: int = 500, keep: int = 5000) -> None:
+        self._page_size = EARLIER_PAGE
         super().__init__(TranscriptModel(limit=limit, keep=keep), hub)
+
+    @property
+    def page_size(self) -> int:
+        """How many earlier rows the "show earlier" button asks for."""
+        return self._page_size
+
+    @page_size.setter
+    def page_size(self, n: int) -> None:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"page_size must be a number of rows >= 1, not {n!r}")
+        self._page_size = n
+        self.earlier.description = f"show {n} earlier"
 
     def _build(self) -> Any:
         import ipywidgets as widgets
 
         self.filter = widgets.Dropdown(options=[("all agents", ALL)], value=ALL, description="agent")
         self.filter.observe(self._on_filter, names="value")
+        self.earlier = widgets.Button(
+            description=f"show {EARLIER_PAGE} earlier",
+            disabled=True,
+            tooltip="show earlier messages (read back from the event store once memory has let them go)",
+        )
+        self.earlier.on_click(lambda _button: self.show_earlier(self.page_size))
         self.html = widgets.HTML(value=note("no messages yet"))
-        return widgets.VBox([self.filter, self.html])
+        return widgets.VBox([widgets.HBox([self.filter, self.earlier]), self.html])
+
+    def show_earlier(self, n: int = EARLIER_PAGE) -> int:
+        """Show ``n`` earlier rows (what the button does); returns how many were added."""
+        added = self.model.show_earlier(n)
+        self.hub.flush()
+        return added
 
     def _on_filter(self, change: dict[str, Any]) -> None:
         if self.hub.applying():
@@ -312,4 +473,5 @@ class TranscriptPanel(Panel[TranscriptView]):
                 # The model is the source of truth: a user's pick reaches it through
                 # _on_filter, which flushes again, so the last pick always wins.
                 self.filter.value = value
+        self.earlier.disabled = not view.more
         self.html.value = view.html()

@@ -1,0 +1,104 @@
+"""Older transcript records, read back from the event store on demand.
+
+Memory stays flat: the recorder, the lab's feed and each transcript panel keep only their
+newest records. Everything older is in the event store (when the lab has one), and this
+module reads it back page by page, only when asked (a panel's "show earlier" button,
+``lab.transcript(before=..., limit=...)``): nothing is read until then.
+
+A page is found by ``seq``: the records of the team (of one ask, for a cell's
+transcript) before a cursor, newest first, ``limit`` at a time, through the store's
+``(team_id, seq)`` or ``ask_id`` index. The first cursor is the seq of the oldest record
+the reader still holds, looked up by its record id (or, for ``lab.transcript``, by the
+id of the message it names). Without a store, :attr:`OlderRecords.why_not` says why older
+records cannot come back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from aklab.core import Message
+from aklab.lab.panels._feed import ask_of, is_transcript
+
+if TYPE_CHECKING:
+    from aklab.store import EventStore
+
+__all__ = ["NOT_KEPT", "TRANSCRIPT_KINDS", "OlderPage", "OlderRecords"]
+
+#: The stored kinds a transcript shows (``is_transcript`` narrows them further).
+TRANSCRIPT_KINDS = ("SentMessage", "ErrorMessage", "OperatorActionEvent", "RoutingSkippedEvent")
+
+#: What a reader is told when the lab keeps nothing on disk.
+NOT_KEPT = "older messages are not kept: this lab has no event store (Lab(store=False) or AKLAB_STORE=off)"
+
+
+@dataclass(frozen=True)
+class OlderPage:
+    """Records older than the cursor, oldest first; ``cursor``: the seq of the oldest one
+    (pass it back for the next page); ``done``: nothing older is stored."""
+
+    records: list[Message]
+    cursor: int | None
+    done: bool
+    note: str | None = None  # why nothing could be read (no store, a store error)
+
+
+class OlderRecords:
+    """Pages back through one team's (or one ask's) transcript records in the event store."""
+
+    def __init__(
+        self, store: EventStore | None, team_id: str, *, ask_id: str | None = None, why_not: str | None = None
+    ) -> None:
+        self.store = store
+        self.team_id = team_id
+        self.ask_id = ask_id
+        self.why_not = why_not if store is None else None
+        if store is None and self.why_not is None:
+            self.why_not = NOT_KEPT
+
+    @classmethod
+    def of(cls, lab: Any, ask_id: str | None = None) -> OlderRecords:
+        """The older records of ``lab``'s team (of ``ask_id`` only, if given)."""
+        store = getattr(lab, "store", None)
+        team_id = getattr(lab, "team_id", None)
+        if not team_id:
+            store = None
+        warning = getattr(lab, "store_warning", None)
+        why = None if store is not None else (f"older messages are not kept: {warning}" if warning else NOT_KEPT)
+        return cls(store, team_id or "", ask_id=ask_id, why_not=why)
+
+    def seq_of(self, *, record_id: str | None = None, message_id: str | None = None) -> int | None:
+        """The seq of a record of this team (by its id, or the id of the message it sent)."""
+        if self.store is None:
+            return None
+        kinds = None if record_id is not None else ["SentMessage"]
+        rows = self.store.records(self.team_id, record_id=record_id, message_id=message_id, kinds=kinds, limit=1)
+        return rows[0].seq if rows else None
+
+    def page(self, cursor: int | None, limit: int, *, kinds: tuple[str, ...] = TRANSCRIPT_KINDS) -> OlderPage:
+        """Up to ``limit`` transcript records before seq ``cursor`` (None: the newest stored)."""
+        from aklab.store import StoreError
+
+        if self.store is None:
+            return OlderPage([], cursor, True, self.why_not)
+        found: list[Message] = []
+        done = False
+        try:
+            while len(found) < limit:
+                want = limit - len(found)
+                rows = self.store.records(
+                    self.team_id, kinds=kinds, ask_id=self.ask_id, before=cursor, limit=want, newest=True
+                )
+                if rows:
+                    cursor = rows[0].seq
+                batch = [r for r in (row.message() for row in rows) if is_transcript(r)]
+                if self.ask_id is not None:
+                    batch = [r for r in batch if ask_of(r) == self.ask_id]
+                found = [*batch, *found]
+                if len(rows) < want:  # the oldest stored record is read
+                    done = True
+                    break
+        except StoreError as exc:
+            return OlderPage(found, cursor, True, f"older messages could not be read back: {exc}")
+        return OlderPage(found, cursor, done)

@@ -1,0 +1,207 @@
+"""Memory stays flat, yet nothing is out of reach: transcripts keep only their newest
+records in memory and read older ones back from the event store when asked (the panel's
+"show earlier" button, ``lab.transcript(before=..., limit=...)``), and say so when there
+is no store to read from."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic_ai.messages import ModelMessage, ModelResponse
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from aklab.agent import AgentMessage
+from aklab.errors import ConfigError
+from aklab.lab import Lab
+from aklab.lab.panels import Dashboard, TranscriptPanel, ask_transcript, attach_panels
+from aklab.lab.teams import TeamSpec
+from tests.hardening._team import card, incoming, reply, team
+
+CAP = 10  # messages the recorder and the lab's feed keep in memory in these tests
+
+Row = tuple[str, str, str]  # sender, recipient, content
+
+
+@pytest.fixture(autouse=True)
+def small_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("aklab.lab.recorder.TRANSCRIPT_LIMIT", CAP)
+    monkeypatch.setattr("aklab.lab.panels._feed.HISTORY", CAP)
+
+
+def _echo_team() -> TeamSpec:
+    """@Echo answers the human's text; ``count N`` makes it pass N numbers back and forth with @Other."""
+
+    def echo(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        sender, text = incoming(messages)
+        last = text.rsplit("\n", 1)[-1]
+        if sender == "@Human" and last.startswith("count "):
+            return reply(info, [("@Other", "request", f"1 of {last.split()[1]}")])
+        if sender == "@Other":
+            n, _, total = last.partition(" of ")
+            if int(n) >= int(total):
+                return reply(info, [("@Human", "response", f"counted to {total}")])
+            return reply(info, [("@Other", "request", f"{int(n) + 1} of {total}")])
+        return reply(info, [("@Human", "response", f"echo {last}")])
+
+    def other(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        _, text = incoming(messages)
+        return reply(info, [("@Echo", "response", text.rsplit("\n", 1)[-1])])
+
+    return team(
+        card("Echo", routes_to=["Other"], model=FunctionModel(echo)),
+        card("Other", model=FunctionModel(other)),
+        entry="Echo",
+    )
+
+
+def _questions(lab: Lab, count: int) -> list[Row]:
+    """Ask ``count`` questions; the rows every one of them makes, in the order sent."""
+    sent: list[Row] = []
+    for i in range(count):
+        assert [m.content for m in lab.ask(f"q{i}", timeout=20)] == [f"echo q{i}"]
+        sent += [("@Human", "@Echo", f"q{i}"), ("@Echo", "@Human", f"echo q{i}")]
+    return sent
+
+
+def _rows(messages: list[AgentMessage]) -> list[Row]:
+    return [(m.sender.name if m.sender else "?", m.recipient.name if m.recipient else "?", m.content) for m in messages]
+
+
+class _CountingReads:
+    """Counts the store's reads (to show that nothing is read until asked)."""
+
+    def __init__(self, lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
+        store = lab.store
+        assert store is not None
+        self.calls = 0
+        records = store.records
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls += 1
+            return records(*args, **kwargs)
+
+        monkeypatch.setattr(store, "records", counted)
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> Iterator[Lab]:
+    with Lab(_echo_team(), store=tmp_path / "events.sqlite3") as lab:
+        yield lab
+
+
+def test_lab_transcript_pages_older_messages_back_from_the_store_in_order_without_duplicates(lab: Lab) -> None:
+    sent = _questions(lab, 12)  # 24 messages, memory keeps 10
+    assert _rows(lab.transcript()) == sent[-CAP:]
+    assert lab.recorder.transcript.dropped == len(sent) - CAP
+
+    pages: list[list[AgentMessage]] = []
+    page = lab.transcript(limit=7)
+    for _ in range(10):  # bounded: 24 messages in pages of 7
+        if not page:
+            break
+        pages.append(page)
+        page = lab.transcript(before=page[0], limit=7)
+    assert [len(p) for p in pages] == [7, 7, 7, 3]
+    paged = [m for p in reversed(pages) for m in p]
+    assert _rows(paged) == sent
+    assert len({m.id for m in paged}) == len(sent)  # no duplicates
+
+    assert _rows(lab.transcript("@Echo", before=paged[4].id, limit=3)) == sent[1:4]  # by id, one agent's
+    assert lab.transcript(before=paged[0]) == []  # nothing before the first
+    with pytest.raises(ConfigError, match="no message with this id is stored"):
+        lab.transcript(before="nosuchid", limit=3)
+    with pytest.raises(ConfigError, match="limit must be a number of messages >= 1"):
+        lab.transcript(limit=0)
+
+
+def test_the_show_earlier_button_reads_what_memory_let_go_back_from_the_store(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reads = _CountingReads(lab, monkeypatch)
+    board = attach_panels(lab, Dashboard(transcript_limit=4, transcript_keep=6))
+    try:
+        sent = _questions(lab, 12)
+        panel = board.transcript
+        assert isinstance(panel, TranscriptPanel)
+        panel.page_size = 5
+        panel.model.keep_earlier = 50
+        board.flush()
+        assert [(r.sender, r.recipient, r.content) for r in panel.model.view().rows] == sent[-4:]
+        assert reads.calls == 0  # nothing read until asked
+        assert not panel.earlier.disabled and panel.earlier.description == "show 5 earlier"
+
+        panel.earlier.click()  # the kept rows first: no read
+        assert reads.calls == 0
+        assert len(panel.model.view().rows) == 6
+        for _ in range(10):  # bounded: 18 more rows in the store, 5 a click
+            if panel.earlier.disabled:
+                break
+            panel.earlier.click()
+        assert panel.earlier.disabled
+        view = panel.model.view()
+        assert [(r.sender, r.recipient, r.content) for r in view.rows] == sent  # in order, none twice, no gap
+        assert "18 earlier rows read back from the event store" in panel.html.value
+        assert "the earliest messages are shown" in panel.html.value
+        assert panel.html.value.count('class="aklab-msg"') == len(sent)
+
+        # Live rows keep arriving: the row they push out of memory joins the rows read back.
+        more = _questions(lab, 2)
+        board.flush()
+        assert panel.model.view().matching == len(sent) + len(more)
+        assert panel.show_earlier(4) == 4  # held, so no read
+        assert [(r.sender, r.recipient, r.content) for r in panel.model.view().rows] == sent + more
+    finally:
+        board.close()
+
+
+def test_a_cells_transcript_pages_back_only_its_own_ask(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
+    lab.ask("count 8", timeout=20)  # 1 + 8 + 7 + 1 = 17 messages in one ask
+    counting = lab.last_ask_id
+    assert counting is not None
+    _questions(lab, 6)  # 12 later messages push the counting ask out of the lab's feed
+    reads = _CountingReads(lab, monkeypatch)
+    panel = ask_transcript(lab, counting, limit=3, keep=4)
+    try:
+        assert panel.model.view().rows == ()  # the feed let the whole ask go
+        assert reads.calls == 0
+        panel.page_size = 6
+        panel.model.keep_earlier = 50
+        for _ in range(10):
+            if panel.earlier.disabled:
+                break
+            panel.earlier.click()
+        rows = [(r.sender, r.recipient, r.content) for r in panel.model.view().rows]
+        numbers = [f"{n} of 8" for n in range(1, 9)]
+        expected = [("@Human", "@Echo", "count 8")]
+        for n in numbers:
+            expected.append(("@Echo", "@Other", n))
+            expected.append(("@Other", "@Echo", n))
+        expected.append(("@Echo", "@Human", "counted to 8"))
+        assert rows == expected
+    finally:
+        panel.close()
+
+
+def test_without_a_store_the_transcript_says_older_messages_are_not_kept() -> None:
+    with Lab(_echo_team(), store=False) as lab:
+        board = attach_panels(lab, Dashboard(transcript_limit=4, transcript_keep=6))
+        try:
+            sent = _questions(lab, 6)  # 12 messages: memory keeps 10, the panel 6
+            board.flush()
+            html = board.transcript.html.value
+            assert "older messages are not kept: this lab has no event store" in html
+            assert board.transcript.show_earlier(5) == 2  # the two kept rows not shown yet
+            assert board.transcript.show_earlier(5) == 0
+            assert len(board.transcript.model.view().rows) == 6
+            assert board.transcript.earlier.disabled
+        finally:
+            board.close()
+        kept = lab.transcript()
+        assert _rows(kept) == sent[-CAP:]
+        assert _rows(lab.transcript(before=kept[3], limit=2)) == sent[3:5]  # memory still answers
+        assert _rows(lab.transcript(before=kept[1], limit=5)) == sent[2:3]  # what memory has
+        with pytest.raises(ConfigError, match="older messages are not kept: this lab has no event store"):
+            lab.transcript(before=kept[0], limit=5)
