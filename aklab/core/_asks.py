@@ -14,6 +14,10 @@ model turns, tokens or cost than allowed, or in which two members exchange more 
 ``max_repeats`` times, is *tripped*: it is cancelled like a stop, and the reason is
 returned once so that the agent that noticed can tell the human.
 
+**After a restart** (``Lab.resume``) an ask that was still at work comes back with its
+counters (:meth:`AskLedger.restore`: turns, tokens, cost and the messages exchanged,
+recomputed from the stored records), so the guard's limits hold across the restart.
+
 **Cancelling an ask** (``cancel``) ends it wherever it is at that moment: every run of
 the ask registered with :meth:`AskLedger.running` is interrupted through its callback, a
 message of the ask still queued is dropped when its turn comes (``Akgent`` checks
@@ -25,7 +29,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -176,6 +180,31 @@ class AskLedger:
             with self._lock:
                 state.runs.pop(key, None)
 
+    def restore(
+        self,
+        ask_id: str,
+        *,
+        turns: int = 0,
+        tokens: int = 0,
+        cost: float = 0.0,
+        messages: Iterable[tuple[str, str, str]] = (),
+    ) -> AskState:
+        """Add what ``ask_id`` had used before a restart: model turns, tokens, cost, and the
+        messages members exchanged (``(sender, recipient, text)``, in order) for the
+        ping-pong and repeat checks. Nothing trips here; the next charge does."""
+        with self._lock:
+            state = self._state(ask_id)
+            state.turns += turns
+            state.tokens += tokens
+            if math.isfinite(cost):
+                state.cost += cost
+            for sender, recipient, text in messages:
+                pair = (sender, recipient) if sender <= recipient else (recipient, sender)
+                state.pairs[pair] = state.pairs.get(pair, 0) + 1
+                key = _repeat_key(sender, recipient, text)
+                state.repeats[key] = state.repeats.get(key, 0) + 1
+            return state
+
     # -- the guard --------------------------------------------------------------------------
     def begin(self, ask_id: str) -> None:
         """A human message started ``ask_id`` (so that a stop finds it while it is still queued)."""
@@ -241,7 +270,7 @@ class AskLedger:
                 state,
                 f"{pair[0]} and {pair[1]} passed {count - 1} messages back and forth (TeamGuard.max_exchanges)",
             )
-        key = hash((sender, recipient, " ".join(text.split())))
+        key = _repeat_key(sender, recipient, text)
         same = state.repeats[key] = state.repeats.get(key, 0) + 1
         if guard.max_repeats is not None and same >= guard.max_repeats:
             return self._trip(state, f"{sender} sent {recipient} the same message {same} times (TeamGuard.max_repeats)")
@@ -264,3 +293,8 @@ class AskLedger:
             for call in calls:
                 call()
         return reason
+
+
+def _repeat_key(sender: str, recipient: str, text: str) -> int:
+    """The same text (whitespace aside) from the same sender to the same recipient."""
+    return hash((sender, recipient, " ".join(text.split())))

@@ -10,9 +10,17 @@
 - **usage**: each agent's usage events, so its lifetime budget counters come back;
 - **replies**: what reached the human (shown again in ``lab.replies()``);
 - **pending**: every message sent to an agent whose handling never finished (no
-  ``DispatchedMessage(done=True)``): queued when the kernel died, or being handled. The
-  resumed team gets them again, in their original order, with their ids and ask ids, so
-  each message is handled to the end exactly once.
+  ``DispatchedMessage(done=True)``, and not consumed unread: ``HandledMessage``): queued
+  when the kernel died, or being handled. The resumed team gets them again, in their
+  original order, with their ids and ask ids, so each message is handled to the end
+  exactly once;
+- **asks**: for every ask a pending message belongs to, what the team guard had counted
+  (model turns = its messages to agents handled to the end; tokens and cost = its usage
+  events; the messages members exchanged), so its limits hold across the restart: an
+  ask allowed 60 turns that had taken 50 gets 10 more, not 60. A message being handled
+  when the kernel died is not counted: handling it again counts it once;
+- **planning**: the team's task board (``PlanningTool``), each task as last recorded by a
+  ``PlanningTaskEvent``.
 """
 
 from __future__ import annotations
@@ -25,9 +33,10 @@ from aklab.errors import ConfigError
 if TYPE_CHECKING:
     from aklab.agent import AgentMessage
     from aklab.llm import LlmUsageEvent
-    from aklab.store import EventStore, TeamInfo
+    from aklab.store import EventStore, StoredRecord, TeamInfo
+    from aklab.tools.planning import PlanningTask
 
-__all__ = ["StoredMember", "StoredTeam", "load_team"]
+__all__ = ["StoredAsk", "StoredMember", "StoredTeam", "load_team"]
 
 
 @dataclass
@@ -42,12 +51,25 @@ class StoredMember:
 
 
 @dataclass
+class StoredAsk:
+    """What the team guard had counted for an ask still at work (``AskLedger.restore``)."""
+
+    ask_id: str
+    turns: int = 0
+    tokens: int = 0
+    cost: float = 0.0
+    messages: list[tuple[str, str, str]] = field(default_factory=list)  # (sender, recipient, text)
+
+
+@dataclass
 class StoredTeam:
     info: TeamInfo
     members: list[StoredMember]
     replies: list[AgentMessage]
     pending: list[tuple[str, AgentMessage]]  # (recipient agent id, message), in send order
     records: int
+    asks: dict[str, StoredAsk] = field(default_factory=dict)
+    planning: list[PlanningTask] = field(default_factory=list)
 
     @property
     def team_id(self) -> str:
@@ -55,9 +77,14 @@ class StoredTeam:
 
     def summary(self) -> str:
         agents = [m.name for m in self.members if not m.is_user_proxy]
+        more = ""
+        if self.asks:
+            more += f", the guard's counters of {len(self.asks)} open ask(s)"
+        if self.planning:
+            more += f", {len(self.planning)} planning task(s)"
         return (
             f"resumed team {self.info.name!r} ({self.team_id[:8]}): {len(agents)} agents ({', '.join(agents)}), "
-            f"{len(self.pending)} message(s) re-delivered, {len(self.replies)} earlier repl(ies) to @Human, "
+            f"{len(self.pending)} message(s) re-delivered, {len(self.replies)} earlier repl(ies) to @Human{more}, "
             f"from {self.records} stored records"
         )
 
@@ -83,6 +110,7 @@ def load_team(store: EventStore, team: str | None = None) -> StoredTeam:
     from aklab.agent import AgentMessage, AgentSnapshotEvent
     from aklab.core import DispatchedMessage, EventMessage, SentMessage, StartMessage
     from aklab.llm import LlmUsageEvent
+    from aklab.tools.planning import PlanningTaskEvent
 
     info = pick_team(store, team)
     rows = store.records(info.team_id)
@@ -92,6 +120,12 @@ def load_team(store: EventStore, team: str | None = None) -> StoredTeam:
     finished: set[str] = set()
     replies: list[AgentMessage] = []
     by_name: dict[str, StoredMember] = {}
+    tasks: dict[str, PlanningTask] = {}
+    # A message taken out of a mailbox unhandled (HandledMessage) was either withdrawn (its
+    # ask was stopped) or read by the run in progress of its recipient: then it is done
+    # when that run is.
+    handling: dict[str, str] = {}  # agent id -> id of the message it is handling
+    consumed: dict[str, str | None] = {}  # message id -> the message whose run read it (None: withdrawn)
     for row in rows:
         kind = row.kind
         if kind == "StartMessage" and row.sender_id:
@@ -120,7 +154,13 @@ def load_team(store: EventStore, team: str | None = None) -> StoredTeam:
             record = row.message()
             if isinstance(record, DispatchedMessage) and record.done:
                 finished.add(row.message_id)
-        elif kind == "EventMessage" and row.event_type in ("AgentSnapshotEvent", "LlmUsageEvent"):
+                if row.sender_id:
+                    handling.pop(row.sender_id, None)
+            elif row.sender_id:
+                handling[row.sender_id] = row.message_id
+        elif kind == "HandledMessage" and row.message_id:
+            consumed[row.message_id] = handling.get(row.sender_id or "")
+        elif kind == "EventMessage" and row.event_type in ("AgentSnapshotEvent", "LlmUsageEvent", "PlanningTaskEvent"):
             record = row.message()
             assert isinstance(record, EventMessage)
             event = record.event
@@ -130,7 +170,59 @@ def load_team(store: EventStore, team: str | None = None) -> StoredTeam:
                 snap.state = event.state
             elif isinstance(event, LlmUsageEvent) and event.agent in by_name:
                 by_name[event.agent].usage.append(event)
+            elif isinstance(event, PlanningTaskEvent):
+                tasks[event.task.id] = event.task
     live = [m for agent_id, m in members.items() if agent_id not in stopped]
     live_ids = {m.agent_id for m in live}
+    for mid, reader in consumed.items():
+        if reader is None or reader in finished:
+            finished.add(mid)
     pending = [(to, m) for mid, (to, m) in sent.items() if mid not in finished and to in live_ids]
-    return StoredTeam(info, live, replies, pending, len(rows))
+    handled = finished - consumed.keys()  # handled to the end by their own turn
+    asks = _open_asks(rows, {m.ask_id for _, m in pending if m.ask_id is not None}, handled)
+    planning = sorted(tasks.values(), key=lambda t: int(t.id[1:]) if t.id[1:].isdigit() else 0)
+    return StoredTeam(info, live, replies, pending, len(rows), asks, planning)
+
+
+def _open_asks(rows: list[StoredRecord], open_ids: set[str], finished: set[str]) -> dict[str, StoredAsk]:
+    """The guard's counters of the asks in ``open_ids``, from their records (one more pass);
+    ``finished``: the messages handled to the end (each was one model turn)."""
+    import math
+
+    from aklab.agent import AgentMessage
+    from aklab.core import EventMessage, SentMessage
+    from aklab.llm import LlmUsageEvent
+
+    asks = {ask_id: StoredAsk(ask_id) for ask_id in open_ids}
+    if not asks:
+        return asks
+    for row in rows:
+        ask = asks.get(row.ask_id) if row.ask_id is not None else None
+        if ask is None:
+            continue
+        if row.kind == "SentMessage":
+            record = row.message()
+            assert isinstance(record, SentMessage)
+            message = record.message
+            sender, recipient = record.sender, record.recipient
+            if not isinstance(message, AgentMessage) or sender is None or recipient is None:
+                continue
+            if recipient.is_user_proxy:
+                continue
+            if sender.is_user_proxy:
+                # a person's message is a turn of its recipient (a /command is not)
+                if message.id in finished and not message.content.startswith("/"):
+                    ask.turns += 1
+                continue
+            ask.messages.append((sender.name, recipient.name, message.content))
+            if message.id in finished:
+                ask.turns += 1
+        elif row.kind == "EventMessage" and row.event_type == "LlmUsageEvent":
+            record = row.message()
+            assert isinstance(record, EventMessage)
+            event = record.event
+            if isinstance(event, LlmUsageEvent):
+                ask.tokens += event.total_tokens or 0
+                if event.cost_usd is not None and math.isfinite(event.cost_usd):
+                    ask.cost += event.cost_usd
+    return asks

@@ -150,7 +150,8 @@ class Lab:
 
     def _restore(self, stored: StoredTeam) -> None:
         """Start the stored members under their own ids, give each its history, state and
-        budget back, then re-deliver what was never finished."""
+        budget back, the team its planning board and its open asks their guard counters,
+        then re-deliver what was never finished."""
         from aklab.agent import BaseAgent
 
         human = next((m for m in stored.members if m.is_user_proxy), None)
@@ -181,6 +182,14 @@ class Lab:
         entry = [a for a in live.values() if a.role == self.spec.entry]
         self.entry = entry[0] if entry else self._start_role(self.spec.entry)
         self.orchestrator.set_entry(self.entry)
+        if stored.planning:
+            from aklab.tools.planning import restore_board
+
+            restore_board(self.orchestrator.team_directory, stored.planning)
+        for ask in stored.asks.values():  # before its messages come back, so the guard counts on
+            self.system.asks.restore(
+                ask.ask_id, turns=ask.turns, tokens=ask.tokens, cost=ask.cost, messages=ask.messages
+            )
         for recipient_id, message in stored.pending:
             self.system.tell(live[recipient_id], message)
         self.resume_report = stored.summary()

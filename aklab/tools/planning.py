@@ -3,6 +3,10 @@
 One board per team: keyed by ``host.team_board_key()`` when the host offers it, else by
 the host's team directory object (entry dropped when the directory is collected), else
 one board per card instance. Agents are threads, so every board operation is locked.
+
+Every task created or changed is recorded as a :class:`PlanningTaskEvent` (through the
+host's ``notify_event``, when it has one), so the event store holds the board: a resumed
+team gets it back with :func:`restore_board` (``Lab.resume``).
 """
 
 from __future__ import annotations
@@ -10,13 +14,21 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable, Hashable
-from typing import Any, Literal, cast, get_args
+from typing import Any, ClassVar, Literal, cast, get_args
 
 from pydantic import BaseModel, PrivateAttr
 
 from aklab.tools.card import ToolCard, ToolHost
 
-__all__ = ["PLANNING_SECTION", "STATUSES", "PlanningBoard", "PlanningTask", "PlanningTool"]
+__all__ = [
+    "PLANNING_SECTION",
+    "STATUSES",
+    "PlanningBoard",
+    "PlanningTask",
+    "PlanningTaskEvent",
+    "PlanningTool",
+    "restore_board",
+]
 
 PLANNING_SECTION = "Planning"
 Status = Literal["todo", "doing", "done", "blocked"]
@@ -48,6 +60,15 @@ class PlanningTask(BaseModel):
             lines.append(f"description: {self.description}")
         lines.extend(f"note: {n}" for n in self.notes)
         return "\n".join(lines)
+
+
+class PlanningTaskEvent(BaseModel):
+    """A task of the team's board as it is after ``agent`` created or changed it."""
+
+    aklab_log_limit: ClassVar[int] = 1  # the store keeps them all; memory only the last
+
+    agent: str
+    task: PlanningTask
 
 
 def _owner(owner: str) -> str:
@@ -124,6 +145,13 @@ class PlanningBoard:
                 task.notes.append(f"{author}: {note.strip()}" if author else note.strip())
             return task.model_copy(deep=True)
 
+    def load(self, tasks: list[PlanningTask]) -> None:
+        """Replace the board with ``tasks`` (a resumed team's); new ids continue after theirs."""
+        loaded = {_task_number(t.id): t.model_copy(deep=True) for t in tasks}
+        with self._lock:
+            self._tasks = loaded
+            self._next = max(loaded, default=0) + 1
+
     def get(self, task_id: str) -> PlanningTask:
         with self._lock:
             return self._tasks[self._number(task_id)].model_copy(deep=True)
@@ -145,6 +173,13 @@ class PlanningBoard:
 
     def summary(self) -> str:
         return "\n".join(t.line() for t in self.tasks()) or "(no tasks)"
+
+
+def _task_number(task_id: str) -> int:
+    text = task_id.strip().upper()
+    if text[:1] != "T" or not text[1:].isdigit():
+        raise ValueError(f"a planning task id is T followed by a number (T1, T2, ...), not {task_id!r}")
+    return int(text[1:])
 
 
 _boards: dict[Hashable, PlanningBoard] = {}
@@ -172,6 +207,20 @@ def _forget(key: Hashable) -> None:
         _boards.pop(key, None)
 
 
+def restore_board(directory: object, tasks: list[PlanningTask]) -> PlanningBoard:
+    """Put ``tasks`` on the board of the team whose directory is ``directory`` (``Lab.resume``)."""
+    board = _shared_board(("directory", id(directory)), directory)
+    board.load(tasks)
+    return board
+
+
+def _recorded(host: ToolHost, task: PlanningTask) -> PlanningTask:
+    notify = getattr(host, "notify_event", None)
+    if callable(notify):
+        notify(PlanningTaskEvent(agent=host.name, task=task))
+    return task
+
+
 class PlanningTool(ToolCard):
     """The team's shared task board on the tool, context and command channels."""
 
@@ -195,7 +244,7 @@ class PlanningTool(ToolCard):
     def get_tools(self, host: ToolHost) -> list[Callable[..., Any]]:
         def planning_create(title: str, description: str = "", owner: str = "") -> str:
             """Add a task to the team's board; owner is a member name like "@Developer" or empty."""
-            task = self.board(host).create(title, description, owner, created_by=host.name)
+            task = _recorded(host, self.board(host).create(title, description, owner, created_by=host.name))
             return f"created {task.line()[2:]}"
 
         def planning_update(
@@ -203,6 +252,7 @@ class PlanningTool(ToolCard):
         ) -> str:
             """Change a task's status (todo, doing, done, blocked) or owner, or add a note to it."""
             task = self.board(host).update(task_id, status=status, owner=owner, note=note, author=host.name)
+            _recorded(host, task)
             return f"updated {task.line()[2:]}"
 
         def planning_get(task_id: str) -> str:

@@ -1,0 +1,229 @@
+"""Resume brings back more than the members: the team guard's counters of an ask that was
+still at work (its limits hold across the restart) and the team's planning board."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from aklab.agent import AgentMessage
+from aklab.core import (
+    ActorAddress,
+    DispatchedMessage,
+    EventMessage,
+    EventSubscriber,
+    Message,
+    SentMessage,
+    StartMessage,
+    TeamGuard,
+)
+from aklab.core._asks import AskLedger
+from aklab.lab import Lab
+from aklab.lab.resume import load_team
+from aklab.lab.teams import TeamSpec
+from aklab.llm import LlmUsageEvent
+from aklab.store import SqliteStore, new_team_id
+from aklab.tools import PlanningTool
+from tests.hardening._team import card, incoming, reply, team
+
+WAIT = 20.0
+
+
+def _relay(developer: FunctionModel) -> TeamSpec:
+    """@Manager passes the human's question to @Developer and relays the answer back."""
+
+    def manager(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        sender, text = incoming(messages)
+        if sender == "@Human":
+            return reply(info, [("@Developer", "request", "compute the answer")])
+        return reply(info, [("@Human", "response", "relayed: " + text.rsplit("\n", 1)[-1])])
+
+    return team(
+        card("Manager", routes_to=["Developer"], model=FunctionModel(manager)),
+        card("Developer", model=developer),
+        entry="Manager",
+    )
+
+
+class _AfterStore(EventSubscriber):
+    """Subscribed after the store: a record it sees is already stored."""
+
+    def __init__(self) -> None:
+        self.manager_done = threading.Event()
+
+    def on_message(self, message: Message) -> None:
+        if isinstance(message, DispatchedMessage) and message.done and message.sender is not None:
+            if message.sender.name == "@Manager":
+                self.manager_done.set()
+
+
+def _crash_copy(path: Path, copy: Path) -> None:
+    """What a kernel killed now would leave on disk: a consistent copy of the store (WAL included)."""
+    src, dst = sqlite3.connect(path), sqlite3.connect(copy)
+    try:
+        src.backup(dst)
+    finally:
+        src.close()
+        dst.close()
+
+
+def test_an_asks_turns_before_the_restart_count_towards_its_limit_after_resume(tmp_path: Path) -> None:
+    path, copy = tmp_path / "events.sqlite3", tmp_path / "crashed.sqlite3"
+    entered, release = threading.Event(), threading.Event()
+
+    def blocked(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        entered.set()
+        release.wait(WAIT)
+        return reply(info, [("@Manager", "response", "too late")])
+
+    guard = TeamGuard(max_turns=2)
+    with Lab(_relay(FunctionModel(blocked)), store=path, guard=guard) as lab:
+        after = _AfterStore()
+        lab.orchestrator.subscribe(after)
+        lab.send("What is the answer?")
+        ask_id = lab.last_ask_id
+        assert ask_id is not None
+        try:
+            assert entered.wait(WAIT) and after.manager_done.wait(WAIT)
+            # The Manager's turn is done and stored; the Developer's (turn 2) is in progress.
+            state = lab.system.asks.get(ask_id)
+            assert state is not None and state.turns == 2
+            tokens = sum(e.total_tokens for e in lab.recorder.usage.for_ask(ask_id))
+            assert tokens > 0
+            _crash_copy(path, copy)
+        finally:
+            release.set()
+
+    with SqliteStore(copy) as store:
+        stored = load_team(store)
+    assert [m.content for _, m in stored.pending] == ["compute the answer"]
+    counted = stored.asks[ask_id]
+    assert (counted.turns, counted.tokens, counted.cost) == (1, tokens, 0.0)  # the Developer's turn is redone
+    assert counted.messages == [("@Manager", "@Developer", "compute the answer")]
+
+    def answering(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return reply(info, [("@Manager", "response", "42")])
+
+    with Lab.resume(store=copy, spec=_relay(FunctionModel(answering)), guard=TeamGuard(max_turns=2)) as again:
+        assert again.resume_report is not None and "the guard's counters of 1 open ask(s)" in again.resume_report
+        assert again.wait(WAIT)
+        replies = [m.content for m in again.replies()]
+        # Turn 1 (Manager) before the restart, 2 (Developer) after it: the Manager's relay is turn 3.
+        assert not any("relayed" in r for r in replies), replies
+        assert any("reached 2 model turns (TeamGuard.max_turns)" in r for r in replies), replies
+        state = again.system.asks.get(ask_id)
+        assert state is not None and state.turns == 3 and state.cancelled is not None
+        assert state.tokens > tokens  # the Developer's request after resume added to those before
+
+
+def test_an_open_asks_tokens_cost_and_exchanges_are_recomputed_from_the_store(tmp_path: Path) -> None:
+    team_id, ask = new_team_id(), "ask-1"
+    human = ActorAddress("h" * 32, "@Human", "Human", team_id=team_id, is_user_proxy=True)
+    manager = ActorAddress("m" * 32, "@Manager", "Manager", team_id=team_id)
+    developer = ActorAddress("d" * 32, "@Developer", "Developer", team_id=team_id)
+
+    def sent(sender: ActorAddress, recipient: ActorAddress, text: str, message_id: str) -> SentMessage:
+        inner = AgentMessage(id=message_id, content=text, sender=sender, recipient=recipient, ask_id=ask)
+        return SentMessage(sender=sender, recipient=recipient, message=inner, ask_id=ask)
+
+    def used(agent: ActorAddress, tokens: int, cost: float | None) -> EventMessage:
+        event = LlmUsageEvent(
+            agent=agent.name, run_id="r", model="m", ask_id=ask, input_tokens=tokens, output_tokens=0, cost_usd=cost
+        )
+        return EventMessage(sender=agent, event=event, ask_id=ask)
+
+    def done(agent: ActorAddress, message_id: str, finished: bool = True) -> DispatchedMessage:
+        return DispatchedMessage(sender=agent, message_id=message_id, ask_id=ask, done=finished)
+
+    records: list[Any] = [
+        *(StartMessage(sender=a) for a in (human, manager, developer)),
+        sent(human, manager, "question", "q"),
+        done(manager, "q", False),
+        used(manager, 100, 0.25),
+        sent(manager, developer, "do it", "a"),
+        done(manager, "q"),
+        done(developer, "a", False),
+        used(developer, 50, None),  # unpriced: counts 0, as the guard does
+        sent(developer, manager, "done", "b"),
+        done(developer, "a"),
+        done(manager, "b", False),
+        used(manager, 30, 0.5),
+        sent(manager, developer, "do it", "c"),  # the kernel dies while the Manager is still on "b"
+    ]
+    with SqliteStore(tmp_path / "events.sqlite3") as store:
+        store.save_team(team_id, name="t")
+        for record in records:
+            store.append(record, team_id)
+        stored = load_team(store)
+    assert [m.id for _, m in stored.pending] == ["b", "c"]
+    counted = stored.asks[ask]
+    assert (counted.turns, counted.tokens, counted.cost) == (2, 180, 0.75)
+    loop = ("@Manager", "@Developer", "do it")
+    assert counted.messages == [loop, ("@Developer", "@Manager", "done"), loop]
+
+    ledger = AskLedger(TeamGuard(max_cost=1.0, max_repeats=3))
+    ledger.restore(ask, turns=counted.turns, tokens=counted.tokens, cost=counted.cost, messages=counted.messages)
+    assert ledger.charge_message(ask, "@Manager", "@Developer", "do it") is not None  # the third time: a loop
+    ledger = AskLedger(TeamGuard(max_cost=1.0))
+    ledger.restore(ask, turns=counted.turns, tokens=counted.tokens, cost=counted.cost)
+    assert ledger.charge_usage(ask, 10, 0.2) is None
+    assert "over $1 (TeamGuard.max_cost)" in (ledger.charge_usage(ask, 10, 0.1) or "")
+
+
+def _planner(log: list[str]) -> TeamSpec:
+    """@Planner makes the tool calls the human's message lists (``tool arg=value; ...``), then answers."""
+
+    def planner(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        last = messages[-1]
+        parts = last.parts if isinstance(last, ModelRequest) else []
+        new_turn = any(p.part_kind == "user-prompt" for p in parts)  # (with the last run's output-tool return)
+        returns = [] if new_turn else [p for p in parts if p.part_kind == "tool-return"]
+        for part in returns:
+            log.append(str(part.content))
+        if returns:
+            return reply(info, [("@Human", "response", "; ".join(str(p.content) for p in returns))])
+        _, text = incoming(messages)
+        calls = []
+        for i, step in enumerate(text.rsplit("\n", 1)[-1].split(";")):
+            name, _, args = step.strip().partition(" ")
+            kwargs = dict(a.split("=", 1) for a in args.split(",") if a)
+            calls.append(ToolCallPart(name, kwargs, tool_call_id=f"call{i}"))
+        return ModelResponse(parts=calls)
+
+    return team(card("Planner", model=FunctionModel(planner), tools=[PlanningTool()]), entry="Planner")
+
+
+def _board(lab: Lab) -> list[str]:
+    host = SimpleNamespace(directory=lab.orchestrator.team_directory)
+    return [t.line() for t in PlanningTool().board(host).tasks()]  # type: ignore[arg-type]
+
+
+def test_a_resumed_team_has_its_planning_board_back(tmp_path: Path) -> None:
+    path, log = tmp_path / "events.sqlite3", []
+    spec = _planner(log)
+    with Lab(spec, store=path) as lab:
+        lab.ask("planning_create title=write tests,owner=@Planner; planning_create title=ship it", timeout=WAIT)
+        lab.ask("planning_update task_id=T1,status=doing,note=half done", timeout=WAIT)
+        before = _board(lab)
+        assert before == ["- T1 [doing] @Planner: write tests", "- T2 [todo] ship it"]
+    with Lab.resume(store=path, spec=_planner(log)) as again:
+        assert again.resume_report is not None and "2 planning task(s)" in again.resume_report
+        assert _board(again) == before
+        again.ask("planning_create title=celebrate; planning_get task_id=T1", timeout=WAIT)
+        assert log[-2] == "created T3 [todo] celebrate"  # new ids go on after the stored ones
+        assert "note: @Planner: half done" in log[-1]
+
+
+@pytest.mark.parametrize("bad", ["X1", "T", "7"])
+def test_a_board_refuses_to_load_a_task_without_a_proper_id(bad: str) -> None:
+    from aklab.tools.planning import PlanningBoard, PlanningTask
+
+    with pytest.raises(ValueError, match="a planning task id is T followed by a number"):
+        PlanningBoard().load([PlanningTask(id=bad, title="x")])
