@@ -227,3 +227,37 @@ def test_a_board_refuses_to_load_a_task_without_a_proper_id(bad: str) -> None:
 
     with pytest.raises(ValueError, match="a planning task id is T followed by a number"):
         PlanningBoard().load([PlanningTask(id=bad, title="x")])
+
+
+@pytest.mark.parametrize("reader_finished", [True, False])
+def test_a_message_taken_unhandled_comes_back_only_if_the_run_that_read_it_never_finished(
+    tmp_path: Path, reader_finished: bool
+) -> None:
+    from aklab.core import HandledMessage
+
+    team_id = new_team_id()
+    human = ActorAddress("h" * 32, "@Human", "Human", team_id=team_id, is_user_proxy=True)
+    dev = ActorAddress("d" * 32, "@Developer", "Developer", team_id=team_id)
+
+    def sent(text: str, message_id: str, ask: str) -> SentMessage:
+        inner = AgentMessage(id=message_id, content=text, sender=human, recipient=dev, ask_id=ask)
+        return SentMessage(sender=human, recipient=dev, message=inner, ask_id=ask)
+
+    records: list[Any] = [
+        StartMessage(sender=human),
+        StartMessage(sender=dev),
+        sent("stopped before it started", "w", "ask-w"),
+        HandledMessage(sender=dev, message_id="w", ask_id="ask-w"),  # withdrawn: its ask was stopped
+        sent("first", "x", "ask-x"),
+        sent("read during the run of x", "y", "ask-y"),
+        DispatchedMessage(sender=dev, message_id="x", ask_id="ask-x"),
+        HandledMessage(sender=dev, message_id="y", ask_id="ask-y"),  # the run of x read it
+    ]
+    if reader_finished:
+        records.append(DispatchedMessage(sender=dev, message_id="x", ask_id="ask-x", done=True))
+    with SqliteStore(tmp_path / "events.sqlite3") as store:
+        store.save_team(team_id, name="t")
+        for record in records:
+            store.append(record, team_id)
+        stored = load_team(store)
+    assert [m.id for _, m in stored.pending] == ([] if reader_finished else ["x", "y"])
