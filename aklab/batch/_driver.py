@@ -198,11 +198,27 @@ def _plan(
                     spec = spec.with_model(ModelConfig.parse(m) if isinstance(m, str) else m)
             except ConfigError as exc:
                 raise ConfigError(f"scenario {s.id!r}: {exc}") from exc
+            spec = _headless(spec)
             cache[ck] = (spec, _model_label(spec))
         spec, label = cache[ck]
         jobs.append(Job((i, 1), s.id, s.turns, spec, guard, s.check, s.expected, s.metadata, timeout_s))
         labels.append((spec.name, label))
     return jobs, labels
+
+
+def _headless(spec: TeamSpec) -> TeamSpec:
+    """The team without streaming: a batch session has no one watching its messages being
+    written, and streaming them costs CPU on every chunk (the answers and usage are the same)."""
+    from aklab.lab.teams import TeamSpec
+
+    def quiet(card: Any) -> Any:
+        runtime = getattr(card.config, "runtime_cfg", None)
+        if runtime is None or not getattr(runtime, "stream", False):
+            return card
+        config = card.config.model_copy(update={"runtime_cfg": runtime.model_copy(update={"stream": False})})
+        return card.model_copy(update={"config": config})
+
+    return TeamSpec(spec.name, [quiet(c) for c in spec.cards], spec.entry, list(spec.start))
 
 
 def _model_label(spec: TeamSpec) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import html
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -77,6 +78,13 @@ class BatchResult:
         self._started = time.monotonic()
         self._elapsed: float | None = None
         self._cancel: Callable[[], None] | None = None
+        # Running totals, so that ``state()`` (drawn on every start and end) costs the same
+        # on the last scenario as on the first.
+        self._statuses: Counter[str] = Counter()
+        self._retried = 0
+        self._requests = 0
+        self._tokens = 0
+        self._cost: float | None = None
         self.error: BaseException | None = None
         """An error of the batch machinery itself (not of a scenario), if it broke down."""
 
@@ -89,9 +97,19 @@ class BatchResult:
         with self._lock:
             if counted:
                 self._attempts.append(outcome)
+                self._retried += outcome.key[1] > 1
+                for e in outcome.events:
+                    self._requests += e.requests
+                    self._tokens += e.total_tokens
+                    if e.cost_usd is not None:
+                        self._cost = (self._cost or 0.0) + e.cost_usd
             self._running.pop(index, None)
             if final:
+                previous = self._final[index]
+                if previous is not None:
+                    self._statuses[previous.status] -= 1
                 self._final[index] = outcome
+                self._statuses[outcome.status] += 1
 
     def _finish(self) -> None:
         with self._lock:
@@ -102,27 +120,23 @@ class BatchResult:
     def state(self) -> ProgressState:
         """Where the batch stands (what progress sinks draw)."""
         with self._lock:
-            finals = [o for o in self._final if o is not None]
-            attempts = list(self._attempts)
-            running = {self._scenarios[i].id: v for i, v in self._running.items()}
-        events = [e for o in attempts for e in o.events]
-        costs = [e.cost_usd for e in events if e.cost_usd is not None]
-        return ProgressState(
-            engine=self.engine,
-            total=len(self._scenarios),
-            done=len(finals),
-            ok=sum(o.status == "ok" for o in finals),
-            failed=sum(o.status in ("failed", "timeout") for o in finals),
-            cancelled=sum(o.status == "cancelled" for o in finals),
-            attempts=len(attempts),
-            retried=sum(o.key[1] > 1 for o in attempts),
-            requests=sum(e.requests for e in events),
-            tokens=sum(e.total_tokens for e in events),
-            cost_usd=sum(costs) if costs else None,
-            elapsed_s=self.elapsed_s,
-            running=running,
-            finished=self._done.is_set(),
-        )
+            statuses = self._statuses
+            return ProgressState(
+                engine=self.engine,
+                total=len(self._scenarios),
+                done=statuses.total(),
+                ok=statuses["ok"],
+                failed=statuses["failed"] + statuses["timeout"],
+                cancelled=statuses["cancelled"],
+                attempts=len(self._attempts),
+                retried=self._retried,
+                requests=self._requests,
+                tokens=self._tokens,
+                cost_usd=self._cost,
+                elapsed_s=self.elapsed_s,
+                running={self._scenarios[i].id: v for i, v in self._running.items()},
+                finished=self._done.is_set(),
+            )
 
     # -- control -----------------------------------------------------------------------
     def cancel(self) -> None:

@@ -24,7 +24,7 @@ __all__ = ["ActorAddress"]
 class ActorAddress:
     """Identity plus (optionally) a live reference to an actor."""
 
-    __slots__ = ("_ref", "agent_id", "is_user_proxy", "name", "role", "team_id")
+    __slots__ = ("_proxy", "_ref", "agent_id", "is_user_proxy", "name", "role", "team_id")
 
     def __init__(
         self,
@@ -42,6 +42,7 @@ class ActorAddress:
         self.team_id = team_id
         self.is_user_proxy = is_user_proxy
         self._ref = ref
+        self._proxy: pykka.ActorProxy[Any] | None = None
 
     # -- delivery ---------------------------------------------------------------
     @property
@@ -50,6 +51,15 @@ class ActorAddress:
         if self._ref is None:
             raise ActorGoneError(f"{self.name} has no live actor in this process")
         return self._ref
+
+    def pykka_proxy(self) -> pykka.ActorProxy[Any]:
+        """The actor's pykka proxy, built once per address (pykka looks at every attribute of
+        the actor to build one); ``pykka.ActorDeadError`` when the actor is not running."""
+        ref = self.ref
+        proxy = self._proxy
+        if proxy is None or not ref.is_alive():
+            proxy = self._proxy = ref.proxy()  # raises ActorDeadError for a stopped actor
+        return proxy
 
     def is_alive(self) -> bool:
         return self._ref is not None and self._ref.is_alive()
@@ -70,9 +80,10 @@ class ActorAddress:
         team's work, recorded as sent), so ``wait_idle`` afterwards waits for its effects.
         """
         import pykka
+        from pykka.messages import ProxyCall
 
         try:
-            self.ref.proxy().send(recipient, message).get(timeout=timeout)
+            self.ref.ask(ProxyCall(("send",), (recipient, message), {}), block=False).get(timeout=timeout)
         except pykka.ActorDeadError as exc:
             raise ActorGoneError(f"{self.name} ({self.role}) is not running") from exc
 

@@ -8,6 +8,7 @@ Actors run on daemon threads (see ``Akgent``), so a script that never calls
 from __future__ import annotations
 
 import atexit
+import inspect
 import logging
 import threading
 import time
@@ -50,18 +51,34 @@ def _shutdown_at_exit() -> None:
 
 
 class _AskProxy:
-    """Calls run on the actor's thread; the caller blocks for the result."""
+    """Calls run on the actor's thread; the caller blocks for the result.
+
+    A method of the actor's class is called with one message, without a pykka proxy:
+    building one looks at every attribute of the actor, which costs more than most uses
+    of an ask proxy (one call). Anything else (attributes, values) goes through the
+    actor's pykka proxy, built once per address.
+    """
 
     def __init__(self, address: ActorAddress, timeout: float | None) -> None:
+        ref = address.ref
+        if not ref.is_alive():
+            raise pykka.ActorDeadError(f"{ref} not found")
         self._address = address
-        self._proxy = address.ref.proxy()
+        self._ref = ref
         self._timeout = timeout
 
     def __getattr__(self, name: str) -> Any:
         _refuse_self_ask(self._address)
-        attr = getattr(self._proxy, name)
         timeout = self._timeout
         address = self._address
+        if not name.startswith("_") and inspect.isfunction(inspect.getattr_static(self._ref.actor_class, name, None)):
+            ref = self._ref
+
+            def method(*args: Any, **kwargs: Any) -> Any:
+                return _get(ref.ask(ProxyCall((name,), args, kwargs), block=False), address, timeout)
+
+            return method
+        attr = getattr(address.pykka_proxy(), name)
 
         if not callable(attr):
             return _get(attr, address, timeout)

@@ -24,6 +24,7 @@ from typing import Any, get_type_hints
 from pydantic import BaseModel, field_validator
 
 from aklab.errors import AklabError
+from aklab.tools._signature import SignatureCache
 
 __all__ = ["CommandDescriptor", "CommandNotRecognized", "CommandRegistry", "CommandsAnnouncedEvent"]
 
@@ -103,16 +104,8 @@ class CommandRegistry:
         for name, (command, card) in sorted(self._commands.items()):
             if not _public(name):
                 continue
-            hints = _hints(command)
-            params = inspect.signature(command).parameters
-            out.append(
-                CommandDescriptor(
-                    name=name,
-                    description=(inspect.getdoc(command) or "").split("\n")[0],
-                    args={p: getattr(hints.get(p), "__name__", "str") for p in params},
-                    card=card,
-                )
-            )
+            description, args = _described.get(command, _describe)
+            out.append(CommandDescriptor(name=name, description=description, args=dict(args), card=card))
         return out
 
     def dispatch(self, text: str) -> str | None:
@@ -159,6 +152,17 @@ class CommandRegistry:
 
 def _public(name: str) -> bool:
     return not name.startswith("_")
+
+
+def _describe(command: Callable[..., Any]) -> tuple[str, dict[str, str]]:
+    """A command's first docstring line and its arguments' type names (built once per command code)."""
+    hints = _hints(command)
+    params = inspect.signature(command).parameters
+    description = (inspect.getdoc(command) or "").split("\n")[0]
+    return description, {p: getattr(hints.get(p), "__name__", "str") for p in params}
+
+
+_described: SignatureCache[tuple[str, dict[str, str]]] = SignatureCache()
 
 
 def _hints(command: Callable[..., Any]) -> dict[str, Any]:

@@ -4,19 +4,28 @@ Tool functions are wrapped so that a ``ValueError`` or an ``AklabError`` (the wa
 report bad arguments: unknown id, path outside the workspace, ...) reaches the model as a
 retry prompt it can act on, instead of failing the whole run. A tool marked with
 :func:`aklab.tools.card.offered_when` is offered only on the steps where it can be used.
+
+Every agent's cards hand out fresh closures, but the same code: the JSON schema and
+argument validator pydantic-ai builds from a tool's signature are built once per tool
+function (its code, name, docstring, annotations and defaults) and shared by every agent
+of the process, each getting its own copy of the schema dicts.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import functools
 import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic_ai import ModelRetry, RunContext, Tool
-from pydantic_ai.tools import ToolDefinition
+from pydantic_ai._function_schema import FunctionSchema, function_schema
+from pydantic_ai.tools import GenerateToolJsonSchema, ToolDefinition
 
 from aklab.errors import AklabError
+from aklab.tools._signature import SignatureCache
 from aklab.tools.card import ToolCard, ToolHost
 from aklab.tools.commands import CommandRegistry
 from aklab.tools.context import ContextUpdater, ToolState
@@ -24,9 +33,12 @@ from aklab.tools.context import ContextUpdater, ToolState
 __all__ = ["ToolFactory"]
 
 
+_schemas: SignatureCache[FunctionSchema] = SignatureCache()
+
+
 def _model_facing(tool: Callable[..., Any]) -> Any:
     if not inspect.isfunction(tool):
-        return tool  # a ready pydantic-ai Tool: its author decides
+        return tool  # a ready pydantic-ai Tool (or another callable): its author decides
 
     @functools.wraps(tool)
     def call(*args: Any, **kwargs: Any) -> Any:
@@ -36,13 +48,25 @@ def _model_facing(tool: Callable[..., Any]) -> Any:
             raise ModelRetry(str(exc)) from exc
 
     check = getattr(tool, "__aklab_offered_when__", None)
-    if check is None:
-        return call
+    prepare = None
+    if check is not None:
 
-    def prepare(ctx: RunContext[Any], tool_def: ToolDefinition) -> ToolDefinition | None:
-        return tool_def if check() else None
+        def prepare(ctx: RunContext[Any], tool_def: ToolDefinition) -> ToolDefinition | None:
+            return tool_def if check() else None
 
-    return Tool(call, prepare=prepare)
+    return Tool(call, prepare=prepare, function_schema=_schema_for(tool, call))
+
+
+def _schema_for(tool: Callable[..., Any], call: Callable[..., Any]) -> FunctionSchema:
+    """The schema pydantic-ai would build for ``call`` (Tool's defaults), built once per tool code."""
+    cached = _schemas.get(tool, lambda _: function_schema(call, GenerateToolJsonSchema))
+    return dataclasses.replace(
+        cached,
+        function=call,
+        json_schema=copy.deepcopy(cached.json_schema),
+        return_schema=copy.deepcopy(cached.return_schema),
+        positional_fields=list(cached.positional_fields),
+    )
 
 
 class ToolFactory:

@@ -13,12 +13,15 @@ import pytest
 
 import aklab.batch as batch
 from aklab.batch import Scenario
+from aklab.batch._driver import _plan
 from aklab.batch._result import SCENARIO_COLUMNS
+from aklab.batch._scenario import normalize
 from aklab.batch.checks import contains
 from aklab.batch.progress import ProgressState
 from aklab.errors import ConfigError
 from aklab.lab import Lab
 from aklab.lab.frames import REQUEST_COLUMNS
+from aklab.lab.teams import builtin_team
 from aklab.llm import ModelConfig
 from tests.batch.helpers import SLOW, FailsOnce, KillsWorkerOnce, WordCount
 
@@ -95,6 +98,10 @@ def test_a_raising_scenario_is_retried_and_every_attempt_is_costed(
     flaky_usage = result.usage[result.usage["scenario_id"] == "flaky"]
     assert sorted(set(flaky_usage["attempt"])) == [1, 2]  # the failed attempt's requests are kept
     assert result.summary().set_index("model").loc["openai:gpt-4.1", "attempts"] == 3
+    state = result.state()  # kept as running totals: the same figures as the frames
+    retried = int((attempts["attempt"] > 1).sum())
+    assert (state.done, state.ok, state.failed, state.attempts, state.retried) == (3, 2, 1, len(attempts), retried)
+    assert (state.requests, state.tokens) == (int(attempts["requests"].sum()), int(attempts["tokens"].sum()))
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -179,3 +186,10 @@ def test_expected_answers_score_without_a_check() -> None:
         progress=False,
     )
     assert result.scenarios["score"].tolist() == [1.0, 0.0]
+
+
+def test_batch_sessions_do_not_stream_and_the_team_given_is_left_as_it_was() -> None:
+    spec = builtin_team("dev-team")
+    jobs, _ = _plan(normalize(["Plan it"]), spec, None, None, 60.0, ())
+    assert [c.config.runtime_cfg.stream for c in jobs[0].team.cards] == [False, False, False]
+    assert [c.config.runtime_cfg.stream for c in spec.cards] == [True, True, True]

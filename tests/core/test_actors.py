@@ -3,6 +3,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import pykka
 import pytest
 
 from aklab.core import (
@@ -167,3 +168,22 @@ def test_wait_idle_waits_for_a_chain_of_messages(system: ActorSystem) -> None:
     assert not system.wait_idle(0.05)
     release.set()
     assert system.wait_idle(10)
+
+
+def test_an_ask_proxy_calls_methods_in_one_message_and_reads_values_through_one_pykka_proxy(
+    system: ActorSystem,
+) -> None:
+    orch, _ = _team(system)
+    counter = orch.createActor(Counter, BaseConfig(name="@Counter", role="Counter"))
+    system.wait_started(counter)
+    asked = system.proxy_ask(counter, Counter)
+    assert asked.get_config().name == "@Counter"  # a method: no pykka proxy needed
+    assert counter._proxy is None
+    assert asked.seen == []  # a value: the actor's pykka proxy, built once per address
+    built = counter._proxy
+    assert built is not None
+    assert system.proxy_ask(counter, Counter).seen == [] and counter._proxy is built
+    assert orch.stop_member(counter)
+    counter.ref.actor_stopped.wait(10)
+    with pytest.raises(pykka.ActorDeadError):
+        system.proxy_ask(counter, Counter)

@@ -76,3 +76,21 @@ def test_the_typed_surface_returns_native_values_and_descriptors_describe_everyt
     assert names == ["broken", "hire_member", "quiet", "repeat"]
     repeat = registry.descriptors()[3]
     assert repeat.args == {"text": "str", "times": "int", "loud": "bool"} and repeat.card == "Test"
+
+
+def test_descriptors_are_the_same_for_every_registry_and_follow_a_changed_docstring() -> None:
+    first, _ = _registry()
+    second, _ = _registry()
+    assert first.descriptors() == second.descriptors()
+    first.descriptors()[0].args["extra"] = "int"  # a caller's copy: the next one is whole
+    assert "extra" not in first.descriptors()[0].args
+
+    def renamed() -> str:
+        """Old text."""
+        return ""
+
+    registry = CommandRegistry()
+    registry.register(renamed)
+    assert registry.descriptors()[0].description == "Old text."
+    renamed.__doc__ = "New text."
+    assert registry.descriptors()[0].description == "New text."
