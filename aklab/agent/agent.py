@@ -32,11 +32,13 @@ from __future__ import annotations
 import logging
 from contextlib import AbstractContextManager, nullcontext
 from datetime import date
+from functools import partial
 from typing import Any, TypeVar
 
 from aklab.agent.capabilities import MailboxCapability, RunInterruptedError, is_cancel
 from aklab.agent.capabilities.recipients import RecipientCheckCapability
 from aklab.agent.config import AgentConfig, AgentState
+from aklab.agent.digest import turn_line
 from aklab.agent.events import (
     AgentBusyEvent,
     AgentSnapshotEvent,
@@ -127,6 +129,7 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
             on_usage=self._on_usage,
             on_tool_call=self.notify_event,
             on_stream=self.notify_event,
+            run_line=partial(turn_line, width=self.config.compaction_cfg.digest_line_chars),
         )
         self.notify_event(CommandsAnnouncedEvent(agent=self.config.name, commands=self._command_registry.descriptors()))
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["REPLY_PROTOCOLS", "Intent", "Request", "StructuredOutput"]
 
@@ -23,10 +23,17 @@ REPLY_PROTOCOLS: dict[str, str] = {
 }
 
 
-class Request(BaseModel):
-    """One outbound message chosen by the model."""
+def _untitled(schema: dict[str, Any]) -> None:
+    """Drop the schema's title: the tool's name says it, and it is sent on every request."""
+    schema.pop("title", None)
 
-    # Sent with every request of every agent: as short as stays clear (issue 16).
+
+class Request(BaseModel):
+    # One outbound message chosen by the model. (A comment, not a docstring: a docstring
+    # would become the schema's description, sent with every request of every agent.)
+    # The field descriptions are as short as stays clear (issue 16).
+    model_config = ConfigDict(json_schema_extra=_untitled)
+
     message_type: Intent = Field(
         description=(
             "request: do this and reply; instruction: do this; response: answers a request; "
@@ -39,5 +46,7 @@ class Request(BaseModel):
 
 class StructuredOutput(BaseModel):
     """Everything the agent sends after this turn; empty means send nothing."""
+
+    model_config = ConfigDict(json_schema_extra=_untitled)
 
     messages: list[Request] = Field(default_factory=list)

@@ -223,10 +223,22 @@ class CompactionConfig(_OneLineErrors):
     """
 
     enabled: bool = True
-    """Compact automatically when a request fills the context past ``trigger_ratio``.
-    False: the history grows until the model refuses it (``/compact`` still works)."""
+    """Compact automatically when a request fills the context past ``trigger_ratio``, and
+    fold old runs into the digest. False: the history grows until the model refuses it
+    (``/compact`` still works)."""
     strategy: Literal["sliding_window", "summarize"] = "sliding_window"
     trigger_ratio: float = Field(default=0.8, gt=0, le=1, allow_inf_nan=False)
     """Compact when the history passes this fraction of the context length."""
     keep_last: int = Field(default=8, ge=0)
     """Runs (turns) kept verbatim at the tail."""
+    digest: bool = True
+    """Fold runs older than ``recent_runs`` into a digest at the head of the history: one
+    shortened line per run (what arrived, what was sent), so old turns cost a line, not
+    their whole text. False: every run stays whole until the context fills."""
+    recent_runs: int = Field(default=4, ge=1)
+    """Runs kept whole when folding; folding waits until half as many again have piled up,
+    so the history's head (and a provider's prompt cache) changes only every few runs."""
+    digest_chars: int = Field(default=4_000, ge=200)
+    """Most characters the digest may hold; its oldest lines go first."""
+    digest_line_chars: int = Field(default=48, ge=16)
+    """Characters kept of each text a digest line quotes (the rest is cut with "…")."""

@@ -6,6 +6,9 @@
 - A failed run (provider error, cancelled, out of retries) collapses to its prompt and
   one line saying what happened, so that the agent still knows what it was asked without
   carrying the debris of the failure.
+- Old runs **fold into a digest** (``fold_runs``): one shortened line per run at the head
+  of the history (what arrived, what was sent), in the first kept request after the
+  system prompt. Whole runs fold, so a tool call never loses its result.
 - Sizes are estimated from characters (about four per token) when a server reports no
   token counts; every estimate is marked as one where it is shown.
 """
@@ -13,9 +16,11 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import math
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from pydantic_ai.messages import (
@@ -24,6 +29,7 @@ from pydantic_ai.messages import (
     ModelResponse,
     RetryFeedbackPart,
     RetryPromptPart,
+    SystemPromptPart,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
@@ -32,10 +38,16 @@ from pydantic_ai.messages import (
 
 __all__ = [
     "CHARS_PER_TOKEN",
+    "DIGEST_HEADER",
     "collapse_failed_run",
+    "digest_of",
     "estimate_tokens",
+    "fold_runs",
     "message_chars",
+    "plain_run_line",
     "prune_rejected",
+    "run_starts",
+    "shorten",
     "shrink_parts",
 ]
 
@@ -151,3 +163,117 @@ def shrink_parts(messages: list[ModelMessage], budget_chars: int) -> tuple[list[
         out[mi] = dataclasses.replace(msg, parts=parts)
         cut += size - len(new)
     return out, cut
+
+
+# -- the digest of old runs ----------------------------------------------------------------
+
+DIGEST_HEADER = "Earlier in this conversation, one shortened line per turn (oldest first)"
+_DROPPED_RE = re.compile(r"; (\d+) older lines? dropped")
+
+#: One digest line for a run (its messages, the digest itself left out), or None to skip it.
+RunLine = Callable[[Sequence[ModelMessage]], str | None]
+
+
+def shorten(text: str, limit: int) -> str:
+    """``text`` on one line, cut to ``limit`` characters with "…"."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: max(1, limit - 1)].rstrip() + "…"
+
+
+def run_starts(messages: Sequence[ModelMessage]) -> list[int]:
+    """Indexes of the requests that start a run (they carry a user prompt)."""
+    return [
+        i
+        for i, m in enumerate(messages)
+        if isinstance(m, ModelRequest) and any(p.part_kind == "user-prompt" for p in m.parts)
+    ]
+
+
+def _is_digest(part: Any) -> bool:
+    return isinstance(part, UserPromptPart) and isinstance(part.content, str) and part.content.startswith(DIGEST_HEADER)
+
+
+def digest_of(messages: Sequence[ModelMessage]) -> tuple[list[str], int]:
+    """The digest's lines and how many older lines it dropped (([], 0) without a digest)."""
+    for message in messages[:1]:
+        for part in message.parts:
+            if _is_digest(part):
+                head, _, body = part.content.partition("\n")  # type: ignore[union-attr]
+                dropped = _DROPPED_RE.search(head)
+                lines = [line[2:] for line in body.splitlines() if line.startswith("- ")]
+                return lines, int(dropped.group(1)) if dropped else 0
+    return [], 0
+
+
+def _digest_part(lines: list[str], dropped: int, max_chars: int) -> UserPromptPart:
+    while len(lines) > 1 and sum(len(line) + 3 for line in lines) > max_chars:
+        lines = lines[1:]
+        dropped += 1
+    suffix = f"; {dropped} older line{'s' if dropped != 1 else ''} dropped" if dropped else ""
+    return UserPromptPart("\n".join([f"{DIGEST_HEADER}{suffix}:", *(f"- {line}" for line in lines)]))
+
+
+def plain_run_line(run: Sequence[ModelMessage], width: int = 60) -> str | None:
+    """A model-agnostic digest line: the prompt's text, then the answer's text or the tools used."""
+    prompt = " ".join(
+        p.content
+        for m in run[:1]
+        for p in m.parts
+        if isinstance(p, UserPromptPart) and isinstance(p.content, str) and not _is_digest(p)
+    )
+    said: list[str] = []
+    tools: list[str] = []
+    for m in run:
+        if isinstance(m, ModelResponse):
+            for p in m.parts:
+                if isinstance(p, TextPart) and p.content.strip():
+                    said.append(p.content)
+                elif isinstance(p, ToolCallPart):
+                    tools.append(p.tool_name)
+    if said:
+        answer = shorten(" ".join(said), width)
+    else:
+        answer = f"called {', '.join(dict.fromkeys(tools))}" if tools else "no answer"
+    return f"{shorten(prompt, width) or '(no text)'} ⇒ {answer}"
+
+
+def fold_runs(
+    messages: list[ModelMessage],
+    *,
+    keep_runs: int,
+    line_for_run: RunLine,
+    max_chars: int,
+    system_prompt: str = "",
+) -> tuple[list[ModelMessage], int]:
+    """Fold every run but the last ``keep_runs`` into the digest; returns (messages, runs folded).
+
+    The digest goes into the first kept request, after the system prompt; the previous
+    run's tool returns that pydantic-ai put there leave with their calls.
+    """
+    starts = run_starts(messages)
+    if len(starts) <= keep_runs:
+        return messages, 0
+    lines, dropped = digest_of(messages)
+    cut = starts[-keep_runs] if keep_runs > 0 else len(messages)
+    folded = 0
+    bounds = [*starts, len(messages)]
+    for begin, end in itertools.pairwise(bounds):
+        if begin >= cut:
+            break
+        run = list(messages[begin:end])
+        head: Any = run[0]
+        run[0] = dataclasses.replace(head, parts=[p for p in head.parts if not _is_digest(p)])
+        line = line_for_run(run)
+        if line is not None:
+            lines.append(line.replace("\n", " "))
+        folded += 1
+    kept = list(messages[cut:])
+    front: list[Any] = [SystemPromptPart(system_prompt)] if system_prompt else []
+    front.append(_digest_part(lines, dropped, max_chars))
+    if kept and isinstance(kept[0], ModelRequest):
+        first = kept[0]
+        parts = [p for p in first.parts if p.part_kind not in ("tool-return", "retry-prompt", "system-prompt")]
+        kept[0] = dataclasses.replace(first, parts=[*front, *parts])
+    else:
+        kept.insert(0, ModelRequest(parts=front))
+    return kept, folded

@@ -61,10 +61,14 @@ from aklab.errors import AklabError
 from aklab.llm.config import CompactionConfig, ModelConfig, RuntimeConfig
 from aklab.llm.failures import RunCancelledError, describe_failure, is_context_overflow, is_cut_response
 from aklab.llm.history import (
+    RunLine,
     collapse_failed_run,
     estimate_tokens,
+    fold_runs,
     message_chars,
+    plain_run_line,
     prune_rejected,
+    run_starts,
     shrink_parts,
 )
 from aklab.llm.limits import AgentBudget, AgentUsageLimits, RunUsageLimitError, RunUsageLimits
@@ -111,6 +115,7 @@ class ReactAgent:
         on_tool_call: ToolSink | None = None,
         on_stream: StreamSink | None = None,
         stream_min_chars: int = DEFAULT_MIN_CHARS,
+        run_line: RunLine | None = None,
     ) -> None:
         self.name = name
         self.role = role
@@ -120,6 +125,8 @@ class ReactAgent:
         self.budget = AgentBudget(agent_usage_limits or AgentUsageLimits())
         self.compaction_cfg = compaction_cfg or CompactionConfig()
         self.limit_recovery = limit_recovery or LimitRecoveryCapability()
+        width = self.compaction_cfg.digest_line_chars
+        self.run_line: RunLine = run_line or (lambda run: plain_run_line(run, width))
         self.on_usage = on_usage
         self.on_tool_call = on_tool_call
         self.on_stream = on_stream
@@ -359,11 +366,27 @@ class ReactAgent:
 
     # -- history ----------------------------------------------------------------------------
     def _run_starts(self) -> list[int]:
-        return [
-            i
-            for i, m in enumerate(self.messages)
-            if isinstance(m, ModelRequest) and any(p.part_kind == "user-prompt" for p in m.parts)
-        ]
+        return run_starts(self.messages)
+
+    def fold(self, *, keep_runs: int) -> int:
+        """Fold all but the last ``keep_runs`` runs into the digest; returns messages removed."""
+        before = len(self.messages)
+        self.messages, folded = fold_runs(
+            self.messages,
+            keep_runs=keep_runs,
+            line_for_run=self.run_line,
+            max_chars=self.compaction_cfg.digest_chars,
+            system_prompt=self.system_prompt,
+        )
+        return before - len(self.messages) if folded else 0
+
+    def maybe_fold(self) -> int:
+        """Fold old runs once ``recent_runs`` and half as many again have piled up (when enabled)."""
+        cfg = self.compaction_cfg
+        piled_up = len(self._run_starts()) > cfg.recent_runs + max(1, cfg.recent_runs // 2)
+        if not (cfg.enabled and cfg.digest and piled_up):
+            return 0
+        return self.fold(keep_runs=cfg.recent_runs)
 
     def _keep_from(self, cut: int, head: list[ModelMessage]) -> None:
         kept = self.messages[cut:]
@@ -386,6 +409,8 @@ class ReactAgent:
         A run starts at a request carrying a user prompt, so cutting there never
         separates a tool call from its result.
         """
+        if self.compaction_cfg.digest:
+            return self.fold(keep_runs=keep_runs)
         starts = self._run_starts()
         if len(starts) <= keep_runs:
             return 0
@@ -430,11 +455,12 @@ class ReactAgent:
         Call it before composing the next prompt, so that what the prompt relies on
         (e.g. context-update markers) is judged against the compacted history.
         """
+        folded = self.maybe_fold()
         limit = self._context_length if self.compaction_cfg.enabled else None
         if not limit or self._context_size <= limit * self.compaction_cfg.trigger_ratio:
-            return 0
+            return folded
         self._context_size = 0
-        removed = self.compact(deps)
+        removed = folded + self.compact(deps)
         return removed + self.fit_tokens(int(limit * self.compaction_cfg.trigger_ratio / 2))
 
     def fit_tokens(self, budget: int) -> int:

@@ -13,6 +13,7 @@ from pydantic_ai.usage import RequestUsage
 from aklab.llm import (
     AgentUsageLimitError,
     AgentUsageLimits,
+    CompactionConfig,
     LlmUsageEvent,
     ModelConfig,
     RunUsageLimitError,
@@ -151,15 +152,22 @@ def test_a_failed_run_keeps_its_usage_and_the_prompt_in_the_history() -> None:
     assert agent.messages[-1].parts[0].content.startswith("[failed: cannot reach the model server")  # type: ignore[union-attr]
 
 
-def test_compaction_drops_whole_old_runs() -> None:
-    agent, _ = _agent(scripted_model([{"text": "a"}], repeat_last=True), system_prompt="You are A.")
+@pytest.mark.parametrize("digest", [False, True])
+def test_compaction_drops_whole_old_runs(digest: bool) -> None:
+    """Without the digest old runs are dropped; with it (the default) each leaves one line."""
+    agent, _ = _agent(
+        scripted_model([{"text": "a"}], repeat_last=True),
+        system_prompt="You are A.",
+        compaction_cfg=CompactionConfig(digest=digest),
+    )
     for i in range(4):
         agent.run_sync(f"turn {i}", output_type=Answer)
     removed = agent.compact_sliding(keep_runs=2)
     assert removed == 4
     kinds = [[p.part_kind for p in m.parts] for m in agent.messages]
-    assert kinds[0] == ["system-prompt", "user-prompt"]
+    assert kinds[0] == ["system-prompt", "user-prompt", "user-prompt"] if digest else ["system-prompt", "user-prompt"]
     assert "tool-return" not in kinds[0]
+    assert ("turn 0 ⇒" in str(agent.messages[0].parts[1].content)) is digest  # type: ignore[union-attr]
     assert agent.run_sync("after", output_type=Answer).text == "a"
 
 

@@ -1,0 +1,63 @@
+"""A team member's old turns fold into digest lines on the wire, through pydantic-ai's real
+OpenAI provider over loopback: requests stay bounded, tool calls keep their results, and
+every earlier question is still named."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from aklab.lab import Lab
+from aklab.lab.teamfile import team_from_dict
+from aklab.llm import ModelConfig
+from tests.fakeserver import FakeOpenAI, last_user_text, output
+
+SOLO = {"name": "solo", "entry": "Solo", "roles": [{"role": "Solo", "prompt": "You are Solo."}]}
+
+
+def _answer(body: dict[str, Any]) -> Any:
+    question = [line for line in last_user_text(body).splitlines() if line.strip()][-1]
+    reply = {"message_type": "response", "recipient": "@Human", "message": f"Answer to {question}"}
+    return output({"messages": [reply]})(body)
+
+
+def _wire_pairs_valid(messages: list[dict[str, Any]]) -> bool:
+    """OpenAI's rule: an assistant message's tool calls are answered by the tool messages right after it."""
+    for i, message in enumerate(messages):
+        calls = {c["id"] for c in message.get("tool_calls") or []}
+        answered = set()
+        for nxt in messages[i + 1 :]:
+            if nxt["role"] != "tool":
+                break
+            answered.add(nxt["tool_call_id"])
+        if calls - answered:
+            return False
+        if message["role"] == "tool":
+            before = messages[i - 1]
+            called = {c["id"] for c in before.get("tool_calls") or []}
+            if before["role"] != "tool" and message["tool_call_id"] not in called:
+                return False
+    return True
+
+
+@pytest.mark.parametrize("mode", ["tool", "prompted"])
+def test_old_turns_reach_the_server_as_digest_lines(fake_openai: FakeOpenAI, mode: str) -> None:
+    fake_openai.default = _answer
+    cfg = ModelConfig(provider="openai-compatible", model="fake", base_url=fake_openai.url, output_mode=mode)
+    with Lab(team_from_dict(SOLO), model=cfg, store=False) as lab:
+        for i in range(14):
+            replies = [m.content for m in lab.ask(f"Question {i}: what is {i} + {i}?", timeout=20)]
+            assert replies == [f"Answer to Question {i}: what is {i} + {i}?"]
+    bodies = fake_openai.bodies
+    assert len(bodies) == 14
+    last = bodies[-1]["messages"]
+    assert last[0]["role"] == "system" and last[0]["content"].startswith("You are Solo.")
+    assert all(b["messages"][0] == bodies[0]["messages"][0] for b in bodies)  # the system prompt never changes
+    text = "\n".join(str(m.get("content") or "") for m in last)
+    for i in range(14 - 7):  # older than the turns kept whole: one line each, in order
+        assert f"- @Human request: Question {i}: what is {i} + {i}? ⇒ @Human response: Answer to Question {i}" in text
+    assert sum(m["role"] == "user" for m in last) <= 4 + 2 + 1 + 1  # kept turns, fold step, this one, the digest
+    assert all(_wire_pairs_valid(b["messages"]) for b in bodies)
+    whole = sum(len(str(m.get("content") or "")) for m in bodies[6]["messages"])
+    assert sum(len(str(m.get("content") or "")) for m in last) < 2 * whole  # bounded, not growing per turn
