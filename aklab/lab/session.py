@@ -90,7 +90,8 @@ class Lab:
         ``trust`` names the packages a team file may import tools or agent classes from
         (besides ``aklab``; see ``aklab.lab.teamfile``). ``guard`` bounds every ask (turns,
         tokens, cost, ping-pongs, team size; see :class:`aklab.core.TeamGuard` for the
-        defaults); ``lab.guard`` changes it later. ``store`` is where every record of the
+        defaults); ``lab.guard`` changes it later (the store keeps the limits, so a resume
+        has them back). ``store`` is where every record of the
         team is appended as it happens (see ``aklab.lab.persist``): by default
         ``./.aklab/events.sqlite3`` (or ``$AKLAB_STORE``); ``False`` keeps nothing on disk.
 
@@ -210,8 +211,10 @@ class Lab:
         Every member that was running comes back under its own id with its model history,
         state (context-update baseline included) and lifetime usage; what reached the human
         is in ``lab.replies()`` again; and every message whose handling never finished is
-        delivered again, once. ``spec`` is the team it was started with when that cannot be
-        found again by name (a team built in code); ``model`` as for ``Lab``.
+        delivered again, once; an ask that was still at work keeps its guard counters, the
+        team its planning board and (unless ``guard`` is given) its guard's limits. ``spec``
+        is the team it was started with when that cannot be found again by name (a team
+        built in code); ``model`` as for ``Lab``.
         ``lab.resume_report`` says what was brought back.
         """
         from aklab.lab.resume import load_team
@@ -229,14 +232,35 @@ class Lab:
             spec = stored.info.metadata.get("team") or stored.info.name
         if model is None and stored.info.metadata.get("model"):
             model = str(stored.info.metadata["model"])
+        if guard is None:
+            guard = _stored_guard(stored.info.metadata.get("guard"))
         return cls(spec, model=model, guard=guard, trust=trust, store=store, _stored=stored)
 
     def _metadata(self) -> dict[str, Any]:
         models = {c.config.role: c.config.model_cfg.label for c in self.spec.cards if hasattr(c.config, "model_cfg")}
         meta: dict[str, Any] = {"entry": self.spec.entry, "roles": [c.config.role for c in self.spec.cards]}
         meta["models"] = models
+        meta["guard"] = self.guard.model_dump(mode="json")
         meta.update(self._origin)
+        self._saved_meta = meta
         return meta
+
+    def _save_guard(self) -> None:
+        """Keep the stored guard limits those of ``lab.guard`` (a resume takes them back):
+        one small write when they were changed since, none otherwise."""
+        store, meta = self._store.store, getattr(self, "_saved_meta", None)
+        if store is None or meta is None or self._store.warning is not None:
+            return
+        guard = self.guard.model_dump(mode="json")
+        if guard == meta.get("guard"):
+            return
+        meta = {**meta, "guard": guard}
+        try:
+            store.save_team(self.team_id, name=self.spec.name, metadata=meta)
+        except AklabError as exc:  # the store's own failure is reported by its subscriber
+            log.warning("the event store could not record the guard's limits: %s", exc)
+            return
+        self._saved_meta = meta
 
     # -- the event store ------------------------------------------------------------------
     @property
@@ -296,6 +320,7 @@ class Lab:
                 f"{target.name} is not running (see lab.errors()); start the team again with Lab(...) "
                 "or %aklab team NAME"
             )
+        self._save_guard()
         start = len(self.inbox)
         message = AgentMessage(content=text)
         message.ask_id = message.id
@@ -537,6 +562,17 @@ def _check_timeout(timeout: float | None) -> float | None:
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not math.isfinite(timeout) or timeout < 0:
         raise ConfigError(f"timeout must be a number of seconds >= 0 (or None to wait for ever), not {timeout!r}")
     return float(timeout)
+
+
+def _stored_guard(data: Any) -> TeamGuard | None:
+    """The guard limits a stored team ran with (None if absent or unreadable: the defaults)."""
+    if not isinstance(data, dict):
+        return None
+    try:
+        return TeamGuard.model_validate(data)
+    except ValueError as exc:  # written by another aklab version
+        log.warning("the stored team's guard limits are not readable (%s); resuming with the defaults", exc)
+        return None
 
 
 def _involves(message: AgentMessage, name: str) -> bool:

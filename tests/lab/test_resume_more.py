@@ -261,3 +261,19 @@ def test_a_message_taken_unhandled_comes_back_only_if_the_run_that_read_it_never
             store.append(record, team_id)
         stored = load_team(store)
     assert [m.id for _, m in stored.pending] == ([] if reader_finished else ["x", "y"])
+
+
+def test_a_resumed_team_keeps_the_guard_limits_it_last_ran_with(tmp_path: Path) -> None:
+    path = tmp_path / "events.sqlite3"
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return reply(info, [("@Human", "response", "ok")])
+
+    spec = _relay(FunctionModel(answer))
+    with Lab(spec, store=path, guard=TeamGuard(max_turns=7, max_cost=0.5)) as lab:
+        lab.guard.max_turns = 9  # changed later: stored with the next ask
+        lab.ask("hello", timeout=WAIT)
+    with Lab.resume(store=path, spec=spec) as again:
+        assert (again.guard.max_turns, again.guard.max_cost) == (9, 0.5)
+    with Lab.resume(store=path, spec=spec, guard=TeamGuard(max_turns=3)) as again:
+        assert (again.guard.max_turns, again.guard.max_cost) == (3, 2.0)  # a guard given wins
