@@ -117,6 +117,7 @@ class Lab:
         self.recorder = TeamRecorder()
         self._store = open_link(store)
         self.resume_report: str | None = None
+        self._resumed = _stored is not None  # the messages before the restart are in the store only
         if _stored is not None:
             self._store.team_id = _stored.team_id  # the resumed team appends to its own log
         self.system.persist = self._store.store is not None
@@ -417,7 +418,8 @@ class Lab:
 
         ``before`` (a message, or its id) and ``limit`` page back past memory: up to
         ``limit`` (default 100) messages sent before ``before`` (without it: the newest),
-        oldest first, read back from the event store when memory has let them go. Page on
+        oldest first, read back from the event store when memory has let them go (or, in
+        a resumed lab, never saw them: the conversation before the restart). Page on
         with ``before=page[0]``; an empty page means the first message is reached. Without
         a store only memory answers, and a page past it raises ``ConfigError`` saying that
         older messages are not kept.
@@ -433,7 +435,8 @@ class Lab:
 
         limit = _check_limit(limit)
         before_id = _message_id(before)
-        dropped = self.recorder.transcript.dropped > 0
+        # memory may not hold everything: it let messages go, or the team was resumed
+        dropped = self.recorder.transcript.dropped > 0 or self._resumed
         end = len(kept) if before_id is None else next((i for i, m in enumerate(kept) if m.id == before_id), -1)
         if end >= 0 and (end >= limit or not dropped):  # memory holds the whole page
             return kept[max(0, end - limit) : end]

@@ -205,3 +205,23 @@ def test_without_a_store_the_transcript_says_older_messages_are_not_kept() -> No
         assert _rows(lab.transcript(before=kept[1], limit=5)) == sent[2:3]  # what memory has
         with pytest.raises(ConfigError, match="older messages are not kept: this lab has no event store"):
             lab.transcript(before=kept[0], limit=5)
+
+
+def test_a_resumed_lab_reads_the_conversation_before_the_restart_back_from_the_store(tmp_path: Path) -> None:
+    path = tmp_path / "events.sqlite3"
+    with Lab(_echo_team(), store=path) as lab:
+        before = _questions(lab, 3)
+    with Lab.resume(store=path, spec=_echo_team()) as again:
+        assert again.transcript() == []  # memory holds what happened since the restart only
+        assert _rows(again.transcript(limit=10)) == before
+        board = attach_panels(again, Dashboard(transcript_limit=4))
+        try:
+            after = _questions(again, 1)
+            assert _rows(again.transcript(limit=4)) == before[-2:] + after  # across the restart
+            board.flush()
+            assert not board.transcript.earlier.disabled
+            assert board.transcript.show_earlier(10) == len(before)
+            rows = [(r.sender, r.recipient, r.content) for r in board.transcript.model.view().rows]
+            assert rows == before + after
+        finally:
+            board.close()
