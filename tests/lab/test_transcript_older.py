@@ -225,3 +225,39 @@ def test_a_resumed_lab_reads_the_conversation_before_the_restart_back_from_the_s
             assert rows == before + after
         finally:
             board.close()
+
+
+def test_rows_pushed_out_while_older_ones_are_being_read_leave_no_gap() -> None:
+    from aklab.core import ActorAddress, SentMessage
+    from aklab.lab.panels import TranscriptModel
+    from aklab.lab.panels._older import OlderPage
+
+    def sent(i: int) -> SentMessage:
+        a, b = ActorAddress("a" * 32, "@A", "A"), ActorAddress("b" * 32, "@B", "B")
+        return SentMessage(sender=a, recipient=b, message=AgentMessage(content=f"m{i}", sender=a, recipient=b))
+
+    records = [sent(i) for i in range(12)]
+    model = TranscriptModel(limit=2, keep=3)
+    model.keep_earlier = 20
+
+    class Source:  # the store holds m0..m5; m6.. arrive live while it is read
+        store = object()
+        why_not = None
+
+        def seq_of(self, *, record_id: str | None = None, message_id: str | None = None) -> int | None:
+            return next(i for i, r in enumerate(records) if r.id == record_id)
+
+        def page(self, cursor: int | None, limit: int) -> OlderPage:
+            for record in records[6:9]:  # pushes m3, m4, m5 (the anchor among them) out of the kept rows
+                model.feed(record)
+            assert cursor is not None
+            return OlderPage(records[max(0, cursor - limit) : cursor], max(0, cursor - limit), cursor <= limit)
+
+    for record in records[3:6]:
+        model.feed(record)
+    model.bind(Source())  # type: ignore[arg-type]
+    assert model.show_earlier(1) == 1  # the kept row not shown yet: no read
+    assert model.show_earlier(3) == 3
+    assert model.show_earlier(3) == 3  # held: the rows pushed out during the read
+    assert model.show_earlier(3) == 0  # m0 was reached
+    assert [r.content for r in model.view().rows] == [f"m{i}" for i in range(9)]

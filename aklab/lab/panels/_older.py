@@ -70,10 +70,15 @@ class OlderRecords:
 
     def seq_of(self, *, record_id: str | None = None, message_id: str | None = None) -> int | None:
         """The seq of a record of this team (by its id, or the id of the message it sent)."""
+        from aklab.store import StoreError
+
         if self.store is None:
             return None
         kinds = None if record_id is not None else ["SentMessage"]
-        rows = self.store.records(self.team_id, record_id=record_id, message_id=message_id, kinds=kinds, limit=1)
+        try:
+            rows = self.store.records(self.team_id, record_id=record_id, message_id=message_id, kinds=kinds, limit=1)
+        except StoreError:  # ``page`` reports it
+            return None
         return rows[0].seq if rows else None
 
     def page(self, cursor: int | None, limit: int, *, kinds: tuple[str, ...] = TRANSCRIPT_KINDS) -> OlderPage:

@@ -128,6 +128,7 @@ class TranscriptModel(PanelModel[TranscriptView]):
         self._older_note = ""
         self._read_back = 0
         self._extra = 0  # rows shown beyond ``limit``, one "show earlier" at a time
+        self._reading = False  # a read from the store is in progress (the lock is not held meanwhile)
         self._dropped = 0  # kept rows pushed out by newer ones (or records the feed had dropped)
         self._agents: dict[str, None] = {}
         self._messages = 0
@@ -180,7 +181,7 @@ class TranscriptModel(PanelModel[TranscriptView]):
         if len(self._rows) == self.keep:
             pushed = self._rows[0]
             self._dropped += 1
-            if self._older:  # rows were read back: the pushed row joins them, so there is no gap
+            if self._older or self._reading:  # rows were (are being) read back: the pushed row joins them
                 self._older.append(pushed)
                 while len(self._older) > self.keep_earlier:
                     self._older.popleft()
@@ -215,10 +216,15 @@ class TranscriptModel(PanelModel[TranscriptView]):
             anchor = self._older[0] if self._older else self._rows[0] if self._rows else None
             cursor = self._cursor[1] if self._cursor is not None and self._cursor[0] is anchor else None
             held = {r.record_id for r in (*self._older, *self._rows)}
-        if cursor is None and anchor is not None:
-            cursor = source.seq_of(record_id=anchor.record_id) if source.store is not None else None
-            # Not stored (yet, or the store stopped): read the newest and skip what is held.
-        page = source.page(cursor, n)
+            self._reading = True  # live rows pushing the anchor out meanwhile must not leave a gap
+        try:
+            if cursor is None and anchor is not None:
+                cursor = source.seq_of(record_id=anchor.record_id) if source.store is not None else None
+                # Not stored (yet, or the store stopped): read the newest and skip what is held.
+            page = source.page(cursor, n)
+        finally:
+            with self._lock:
+                self._reading = False
         rows = _rows_of(page.records)
         with self._lock:
             if self.source is not source:  # rebound meanwhile
