@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aklab.agent import AgentMessage, ContextUpdateEvent, HumanProxy
-from aklab.core import ActorAddress, ActorSystem, BaseConfig, CancelMessage, Orchestrator, SentMessage, TeamGuard
+from aklab.core import ActorAddress, ActorSystem, BaseConfig, CancelMessage, Orchestrator, TeamGuard
 from aklab.errors import ActorGoneError, AklabError, ConfigError, RoutingError
 from aklab.lab.frames import usage_frame
 from aklab.lab.persist import open_link, subscribe
@@ -430,38 +430,11 @@ class Lab:
             kept = [m for m in kept if _involves(m, name)]
         if before is None and limit is None:
             return kept
-        from aklab.lab.panels._older import OlderRecords
-        from aklab.store import StoreError
+        from aklab.lab.panels._older import messages_before
 
-        limit = _check_limit(limit)
-        before_id = _message_id(before)
         # memory may not hold everything: it let messages go, or the team was resumed
-        dropped = self.recorder.transcript.dropped > 0 or self._resumed
-        end = len(kept) if before_id is None else next((i for i, m in enumerate(kept) if m.id == before_id), -1)
-        if end >= 0 and (end >= limit or not dropped):  # memory holds the whole page
-            return kept[max(0, end - limit) : end]
-        older = OlderRecords.of(self)
-        if older.store is None:
-            if end > 0:
-                return kept[:end]
-            raise ConfigError(older.why_not or "older messages are not kept")
-        cursor = older.seq_of(message_id=before_id) if before_id is not None else None
-        if before_id is not None and cursor is None:
-            raise ConfigError(
-                f"before={before_id!r}: no message with this id is stored for this team; pass a message from "
-                "lab.transcript() (or its id)"
-            )
-        found: list[AgentMessage] = []
-        while len(found) < limit:
-            page = older.page(cursor, limit - len(found), kinds=("SentMessage",))
-            if page.note is not None:
-                raise StoreError(page.note)
-            sent = [r.message for r in page.records if isinstance(r, SentMessage)]
-            found = [m for m in sent if isinstance(m, AgentMessage) and (name is None or _involves(m, name))] + found
-            cursor = page.cursor
-            if page.done:
-                break
-        return found
+        complete = self.recorder.transcript.dropped == 0 and not self._resumed
+        return messages_before(self, kept, name, before, limit, memory_complete=complete)
 
     def context(self, agent: str | None = None) -> list[ContextUpdateEvent]:
         """The context-update blocks delivered (to ``agent`` only, if given)."""
@@ -580,22 +553,6 @@ def _stored_guard(data: Any) -> TeamGuard | None:
 
 def _involves(message: AgentMessage, name: str) -> bool:
     return name in (message.sender.name if message.sender else "", message.recipient.name if message.recipient else "")
-
-
-def _check_limit(limit: int | None) -> int:
-    if limit is None:
-        return 100
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise ConfigError(f"limit must be a number of messages >= 1, not {limit!r}")
-    return limit
-
-
-def _message_id(before: AgentMessage | str | None) -> str | None:
-    if before is None or isinstance(before, str):
-        return before
-    if isinstance(before, AgentMessage):
-        return before.id
-    raise ConfigError(f"before must be a message from lab.transcript() or its id, not {type(before).__name__}")
 
 
 def _at(name: str) -> str:

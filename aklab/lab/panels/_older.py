@@ -18,13 +18,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from aklab.core import Message
+from aklab.agent import AgentMessage
+from aklab.core import Message, SentMessage
+from aklab.errors import ConfigError
 from aklab.lab.panels._feed import ask_of, is_transcript
 
 if TYPE_CHECKING:
     from aklab.store import EventStore
 
-__all__ = ["NOT_KEPT", "TRANSCRIPT_KINDS", "OlderPage", "OlderRecords"]
+__all__ = ["NOT_KEPT", "TRANSCRIPT_KINDS", "OlderPage", "OlderRecords", "messages_before"]
 
 #: The stored kinds a transcript shows (``is_transcript`` narrows them further).
 TRANSCRIPT_KINDS = ("SentMessage", "ErrorMessage", "OperatorActionEvent", "RoutingSkippedEvent")
@@ -107,3 +109,65 @@ class OlderRecords:
         except StoreError as exc:
             return OlderPage(found, cursor, True, f"older messages could not be read back: {exc}")
         return OlderPage(found, cursor, done)
+
+
+def messages_before(
+    lab: Any,
+    kept: list[AgentMessage],
+    agent: str | None,
+    before: AgentMessage | str | None,
+    limit: int | None,
+    *,
+    memory_complete: bool,
+) -> list[AgentMessage]:
+    """``lab.transcript(agent, before=..., limit=...)``: from memory (``kept``, the messages
+    memory holds, of ``agent`` if given) when it holds the whole page, else from the store."""
+    from aklab.store import StoreError
+
+    limit = _check_limit(limit)
+    before_id = _message_id(before)
+    end = len(kept) if before_id is None else next((i for i, m in enumerate(kept) if m.id == before_id), -1)
+    if end >= 0 and (end >= limit or memory_complete):
+        return kept[max(0, end - limit) : end]
+    older = OlderRecords.of(lab)
+    if older.store is None:
+        if end > 0:
+            return kept[:end]
+        raise ConfigError(older.why_not or "older messages are not kept")
+    cursor = older.seq_of(message_id=before_id) if before_id is not None else None
+    if before_id is not None and cursor is None:
+        raise ConfigError(
+            f"before={before_id!r}: no message with this id is stored for this team; pass a message from "
+            "lab.transcript() (or its id)"
+        )
+    found: list[AgentMessage] = []
+    while len(found) < limit:
+        page = older.page(cursor, limit - len(found), kinds=("SentMessage",))
+        if page.note is not None:
+            raise StoreError(page.note)
+        sent = [r.message for r in page.records if isinstance(r, SentMessage)]
+        found = [m for m in sent if isinstance(m, AgentMessage) and (agent is None or _involves(m, agent))] + found
+        cursor = page.cursor
+        if page.done:
+            break
+    return found
+
+
+def _involves(message: AgentMessage, name: str) -> bool:
+    return name in (message.sender.name if message.sender else "", message.recipient.name if message.recipient else "")
+
+
+def _check_limit(limit: int | None) -> int:
+    if limit is None:
+        return 100
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ConfigError(f"limit must be a number of messages >= 1, not {limit!r}")
+    return limit
+
+
+def _message_id(before: AgentMessage | str | None) -> str | None:
+    if before is None or isinstance(before, str):
+        return before
+    if isinstance(before, AgentMessage):
+        return before.id
+    raise ConfigError(f"before must be a message from lab.transcript() or its id, not {type(before).__name__}")
