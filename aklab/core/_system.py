@@ -17,7 +17,7 @@ import weakref
 from typing import Any, TypeVar, cast
 
 import pykka
-from pykka.messages import ProxyCall
+from pykka.messages import ProxyCall, ProxyGetAttr
 
 from aklab.core._address import ActorAddress
 from aklab.core._akgent import ACTOR_THREADS, Akgent, _TellCall
@@ -53,10 +53,12 @@ def _shutdown_at_exit() -> None:
 class _AskProxy:
     """Calls run on the actor's thread; the caller blocks for the result.
 
-    A method of the actor's class is called with one message, without a pykka proxy:
-    building one looks at every attribute of the actor, which costs more than most uses
-    of an ask proxy (one call). Anything else (attributes, values) goes through the
-    actor's pykka proxy, built once per address.
+    Without a pykka proxy where it can (building one looks at every attribute of the
+    actor, which costs more than most uses of an ask proxy: one call or one value): a
+    method of the actor's class is called with one message, an instance attribute or a
+    property is read with one message. What pykka would treat otherwise (a callable
+    instance attribute, a traversable attribute, other class attributes) goes through the
+    actor's pykka proxy, built once per address, as before.
     """
 
     def __init__(self, address: ActorAddress, timeout: float | None) -> None:
@@ -71,13 +73,18 @@ class _AskProxy:
         _refuse_self_ask(self._address)
         timeout = self._timeout
         address = self._address
-        if not name.startswith("_") and inspect.isfunction(inspect.getattr_static(self._ref.actor_class, name, None)):
-            ref = self._ref
+        ref = self._ref
+        static = _MISSING if name.startswith("_") else inspect.getattr_static(ref.actor_class, name, _MISSING)
+        if inspect.isfunction(static):
 
             def method(*args: Any, **kwargs: Any) -> Any:
                 return _get(ref.ask(ProxyCall((name,), args, kwargs), block=False), address, timeout)
 
             return method
+        if (static is _MISSING and not name.startswith("_")) or isinstance(static, property):
+            value = _get(ref.ask(ProxyGetAttr((name,)), block=False), address, timeout)
+            if not _pykka_would_wrap(value, static):
+                return value
         attr = getattr(address.pykka_proxy(), name)
 
         if not callable(attr):
@@ -87,6 +94,17 @@ class _AskProxy:
             return _get(attr(*args, **kwargs), address, timeout)
 
         return call
+
+
+_MISSING = object()
+
+
+def _pykka_would_wrap(value: Any, static: Any) -> bool:
+    """Whether a pykka proxy gives something else than ``value`` for this attribute: a call
+    on the actor's thread (a callable instance attribute) or a nested proxy (traversable)."""
+    if getattr(value, "pykka_traversable", False) is True or getattr(value, "_pykka_traversable", False) is True:
+        return True
+    return static is _MISSING and callable(value)
 
 
 def _refuse_self_ask(address: ActorAddress) -> None:

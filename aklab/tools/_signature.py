@@ -25,11 +25,17 @@ def signature_key(fn: Any) -> Hashable | None:
     bound = inspect.ismethod(fn)
     if bound:
         fn = fn.__func__
-    if not inspect.isfunction(fn) or hasattr(fn, "__wrapped__") or hasattr(fn, "__signature__"):
-        return None  # not a plain function, or a signature taken from elsewhere
+    if not inspect.isfunction(fn) or hasattr(fn, "__signature__"):
+        return None  # not a plain function, or a signature given by hand
+    wrapped = None
+    if hasattr(fn, "__wrapped__"):  # a decorated function: its signature is the wrapped one's
+        wrapped = signature_key(fn.__wrapped__)
+        if wrapped is None:
+            return None
     kwdefaults = fn.__kwdefaults__
     key = (
         bound,
+        wrapped,
         fn.__code__,
         id(fn.__globals__),  # annotations written as strings are resolved there
         fn.__module__,

@@ -170,20 +170,29 @@ def test_wait_idle_waits_for_a_chain_of_messages(system: ActorSystem) -> None:
     assert system.wait_idle(10)
 
 
-def test_an_ask_proxy_calls_methods_in_one_message_and_reads_values_through_one_pykka_proxy(
-    system: ActorSystem,
-) -> None:
+class Threaded(Counter):
+    """An actor with a callable instance attribute: pykka calls it on the actor's thread."""
+
+    def on_start(self) -> None:
+        super().on_start()
+        self.whose_thread = threading.get_ident
+
+
+def test_an_ask_proxy_calls_methods_and_reads_values_in_one_message_each(system: ActorSystem) -> None:
     orch, _ = _team(system)
-    counter = orch.createActor(Counter, BaseConfig(name="@Counter", role="Counter"))
+    counter = orch.createActor(Threaded, BaseConfig(name="@Counter", role="Counter"))
     system.wait_started(counter)
-    asked = system.proxy_ask(counter, Counter)
-    assert asked.get_config().name == "@Counter"  # a method: no pykka proxy needed
-    assert counter._proxy is None
-    assert asked.seen == []  # a value: the actor's pykka proxy, built once per address
+    asked = system.proxy_ask(counter, Threaded)
+    assert asked.get_config().name == "@Counter"  # a method
+    assert asked.seen == []  # an instance attribute's value
+    assert counter._proxy is None  # neither needed a pykka proxy (it looks at every attribute)
+    assert asked.whose_thread() != threading.get_ident()  # a callable attribute: called on the actor's thread
     built = counter._proxy
-    assert built is not None
-    assert system.proxy_ask(counter, Counter).seen == [] and counter._proxy is built
+    assert built is not None  # ... through the actor's pykka proxy, built once per address
+    assert system.proxy_ask(counter, Threaded).whose_thread() and counter._proxy is built
+    with pytest.raises(AttributeError):
+        asked.no_such_thing  # noqa: B018
     assert orch.stop_member(counter)
     counter.ref.actor_stopped.wait(10)
     with pytest.raises(pykka.ActorDeadError):
-        system.proxy_ask(counter, Counter)
+        system.proxy_ask(counter, Threaded)

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import pytest
 
 from aklab.tools import CommandNotRecognized, CommandRegistry
@@ -94,3 +97,31 @@ def test_descriptors_are_the_same_for_every_registry_and_follow_a_changed_docstr
     assert registry.descriptors()[0].description == "Old text."
     renamed.__doc__ = "New text."
     assert registry.descriptors()[0].description == "New text."
+
+
+def test_decorated_commands_are_described_by_the_function_they_wrap() -> None:
+    def logged(command: Callable[..., str]) -> Callable[..., str]:
+        @functools.wraps(command)
+        def wrapper(*args: object, **kwargs: object) -> str:
+            return command(*args, **kwargs)
+
+        return wrapper
+
+    @logged
+    def greet(name: str) -> str:
+        """Greet someone."""
+        return f"hi {name}"
+
+    @logged
+    def count(times: int, loud: bool = False) -> str:
+        """Count up."""
+        return str(times)
+
+    registry = CommandRegistry()
+    registry.register(greet)
+    registry.register(count)
+    described = {d.name: (d.description, d.args) for d in registry.descriptors()}
+    assert described == {
+        "count": ("Count up.", {"times": "int", "loud": "bool"}),
+        "greet": ("Greet someone.", {"name": "str"}),
+    }
