@@ -16,17 +16,60 @@ NETNS = ROOT / "aklab" / "batch" / "netns_run.sh"
 
 
 def _namespace_problem() -> str | None:
-    if importlib.util.find_spec("ray") is None:
-        return "Ray is not installed (pip install 'aklab[ray]')"
     probe = subprocess.run([str(NETNS), "true"], capture_output=True, text=True, timeout=30)
     if probe.returncode != 0:
         return f"no loopback-only network namespace here: {probe.stderr.strip() or probe.returncode}"
     return None
 
 
-pytestmark = pytest.mark.skipif(_namespace_problem() is not None, reason=str(_namespace_problem()))
+def _ray_problem() -> str | None:
+    if importlib.util.find_spec("ray") is None:
+        return "Ray is not installed (make install-ray, or pip install 'aklab[ray]')"
+    return _namespace_problem()
 
 
+NAMESPACE = _namespace_problem()
+RAY = _ray_problem()
+needs_namespace = pytest.mark.skipif(NAMESPACE is not None, reason=str(NAMESPACE))
+needs_ray = pytest.mark.skipif(RAY is not None, reason=str(RAY))
+
+PROBE = """
+import errno, json, os, socket
+def reach(host):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.settimeout(2)
+    try:
+        s.connect((host, 80))
+    except OSError as exc:
+        return errno.errorcode.get(exc.errno, str(exc))
+    finally:
+        s.close()
+    return "connected"
+listener = socket.create_server(("127.0.0.1", 0))
+port = listener.getsockname()[1]
+loop = socket.create_connection(("127.0.0.1", port), timeout=2)
+loop.close(); listener.close()
+print(json.dumps({"metadata": reach("169.254.169.254"), "outside": reach("192.0.2.1"),
+                  "stats": os.environ.get("RAY_USAGE_STATS_ENABLED")}))
+"""
+
+
+@needs_namespace
+def test_the_namespace_has_loopback_only_and_ray_usage_stats_off() -> None:
+    run = subprocess.run([str(NETNS), sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout)
+    assert out == {"metadata": "ENETUNREACH", "outside": "ENETUNREACH", "stats": "0"}
+
+
+def test_the_namespace_helper_says_how_it_is_used_and_fails_with_97_without_its_tools() -> None:
+    usage = subprocess.run([str(NETNS)], capture_output=True, text=True, timeout=30)
+    assert usage.returncode == 2 and "usage:" in usage.stderr
+    bare = subprocess.run(["/bin/sh", str(NETNS), "true"], capture_output=True, text=True, timeout=30, env={"PATH": ""})
+    assert bare.returncode == 97 and "needs unshare" in bare.stderr
+
+
+@needs_ray
 def test_a_ray_batch_gives_the_local_frames_retries_and_cancels_within_two_seconds(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("RAY_ADDRESS", None)
