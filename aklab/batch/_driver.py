@@ -25,7 +25,7 @@ from aklab.batch._attempt import Job, Key, Outcome
 from aklab.batch._engine import Broken, Engine, Finished, Lost, Started
 from aklab.batch._result import CANCEL_WAIT, BatchResult
 from aklab.batch._scenario import Scenario, ScenarioLike, normalize
-from aklab.batch.progress import ProgressSink, ProgressState, make_sink
+from aklab.batch.progress import NoProgress, ProgressSink, ProgressState, make_sink
 from aklab.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -290,6 +290,7 @@ class _Driver:
         self.jobs = jobs
         self.engine = engine
         self.sink = sink
+        self.quiet = isinstance(sink, NoProgress)  # no state to build for nobody
         self.concurrency = concurrency
         self.retries = retries
         self.timeout_s = timeout_s
@@ -393,6 +394,8 @@ class _Driver:
         self._notify()
 
     def _notify(self) -> None:
+        if self.quiet:
+            return
         try:
             self.sink.update(self.result.state())
         except Exception:

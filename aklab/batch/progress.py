@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TextIO, runtime_checkable
 
-__all__ = ["ProgressSink", "ProgressState", "TextProgress", "WidgetProgress", "make_sink"]
+__all__ = ["NoProgress", "ProgressSink", "ProgressState", "TextProgress", "WidgetProgress", "make_sink"]
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,9 @@ class _CallbackSink:
         self.callback(state)
 
 
-class _NoSink:
+class NoProgress:
+    """``progress=False``: shows nothing."""
+
     def update(self, state: ProgressState) -> None:
         pass
 
@@ -158,7 +160,7 @@ def make_sink(progress: bool | ProgressSink | Callable[[ProgressState], Any], to
             return sink
         return TextProgress()
     if progress is False or progress is None:
-        return _NoSink()
+        return NoProgress()
     if isinstance(progress, ProgressSink):
         return progress
     if callable(progress):
