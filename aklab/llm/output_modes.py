@@ -15,13 +15,20 @@ Four modes (``Profile.output_mode``):
 The text fallback is the run's ``fallback(text)``: the agent makes it deliver the text to
 the sender of the message being answered. Empty text is never a reply: it is rejected
 with a retry prompt while retries last.
+
+Plans are cached: the same output type, mode and recipients give the same pydantic-ai
+output spec object, so the schema pydantic-ai builds from it can be reused
+(``aklab.llm.react``). The per-run fallback reaches the readers through ``RUN_FALLBACK``,
+a context variable the run sets before its task starts.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
@@ -32,7 +39,7 @@ from pydantic_ai.output import NativeOutput
 
 from aklab.llm.streaming import messages_item_type
 
-__all__ = ["OutputMode", "OutputPlan", "messages_item_type", "plan_output"]
+__all__ = ["RUN_FALLBACK", "OutputMode", "OutputPlan", "messages_item_type", "plan_output"]
 
 OutputMode = Literal["tool", "native", "prompted", "text"]
 
@@ -51,6 +58,19 @@ class OutputPlan:
     settings: dict[str, Any] = field(default_factory=dict)
     streams: bool = False
     """Whether the output arrives as an output-tool call that ``OutputStreamer`` can follow."""
+    fallback: Callable[[str], Any] | None = None
+    """This run's text fallback: set ``RUN_FALLBACK`` to it while the run goes."""
+
+
+#: The running run's text fallback (read by the text and JSON readers).
+RUN_FALLBACK: ContextVar[Callable[[str], Any] | None] = ContextVar("aklab_run_fallback", default=None)
+
+
+def _fallback(text: str) -> Any:
+    fallback = RUN_FALLBACK.get()
+    if fallback is None:  # a plan made with a fallback, run without one: a programming error
+        raise RuntimeError("the run's text fallback is not set (set RUN_FALLBACK to OutputPlan.fallback)")
+    return fallback(text)
 
 
 def plan_output(
@@ -62,6 +82,18 @@ def plan_output(
     constrain_json: bool = False,
 ) -> OutputPlan:
     """The pydantic-ai output spec (and per-run instructions/settings) for ``mode``."""
+    try:
+        plan = _plan(output_type, mode, fallback is not None, tuple(recipients), constrain_json)
+    except TypeError:  # an unhashable output type: nothing to share
+        plan = _plan.__wrapped__(output_type, mode, fallback is not None, tuple(recipients), constrain_json)
+    return dataclasses.replace(plan, fallback=fallback) if fallback is not None else plan
+
+
+@lru_cache(maxsize=256)
+def _plan(
+    output_type: Any, mode: OutputMode, has_fallback: bool, recipients: tuple[str, ...], constrain_json: bool
+) -> OutputPlan:
+    fallback = _fallback if has_fallback else None
     if output_type is str:
         return OutputPlan(output_type=str)
     item = messages_item_type(output_type)

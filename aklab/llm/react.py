@@ -33,6 +33,7 @@ pydantic-ai ``Agent`` is built once; the output type is chosen per run.
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import threading
 import time
@@ -72,7 +73,7 @@ from aklab.llm.history import (
     shrink_parts,
 )
 from aklab.llm.limits import AgentBudget, AgentUsageLimits, RunUsageLimitError, RunUsageLimits
-from aklab.llm.output_modes import OutputPlan, plan_output
+from aklab.llm.output_modes import RUN_FALLBACK, OutputPlan, plan_output
 from aklab.llm.profiles import resolve
 from aklab.llm.recovery import LimitRecoveryCapability, NoFunctionTools, closed_history
 from aklab.llm.streaming import DEFAULT_MIN_CHARS, OutputStreamer, StreamSink, model_can_stream
@@ -151,14 +152,16 @@ class ReactAgent:
         self._collapsed = 0  # messages the last failed run left (its prompt and one line)
         model = self._resolved.model
         self._can_stream = runtime.stream and model_can_stream(model)
-        self._agent: Agent[Any, Any] = Agent(
+        self._agent: Agent[Any, Any] = _SchemaSharingAgent(
             model,
             output_type=str,
             system_prompt=system_prompt,
             deps_type=object,
             tools=list(tools),
             toolsets=list(toolsets) or None,
-            capabilities=list(capabilities) or None,
+            # The tool guard and the request tap go in once: capabilities given per run
+            # are combined and sorted by pydantic-ai on every run (~10% of a run's CPU).
+            capabilities=[*capabilities, _TOOL_GUARD, self._tap],
             retries=AgentRetries(tools=runtime.retries, output=self._output_retries),
             end_strategy=runtime.end_strategy,
             model_settings=dict(self._resolved.settings) or None,  # type: ignore[arg-type]
@@ -243,6 +246,7 @@ class ReactAgent:
         streamer = self._streamer(run_id, plan)
         tap = self._tap
         tap.reset()
+        run_capabilities: Any = list(capabilities) or None
         coro = self._agent.run(
             prompt,
             deps=deps,
@@ -251,9 +255,10 @@ class ReactAgent:
             usage_limits=limits,
             instructions=plan.instructions,
             model_settings=plan.settings or None,  # type: ignore[arg-type]
-            capabilities=[*capabilities, _TOOL_GUARD, tap],
+            capabilities=run_capabilities,
             event_stream_handler=streamer.handle if streamer is not None else None,
         )
+        fallback = RUN_FALLBACK.set(plan.fallback)  # the task copies the context as it is created
         try:
             with capture_run_messages() as captured:
                 task = self._loop.create_task(coro)
@@ -281,6 +286,7 @@ class ReactAgent:
             raise
         finally:
             self.current_run_id = None
+            RUN_FALLBACK.reset(fallback)
         self.messages = prune_rejected(result.all_messages(), before)
         if streamer is not None:
             streamer.finish(result.output)
@@ -650,6 +656,46 @@ class _ToolGuard(AbstractCapability[Any]):
 
 
 _TOOL_GUARD = _ToolGuard()
+
+
+class _SchemaSharingAgent(Agent[Any, Any]):
+    """pydantic-ai's ``Agent``, building the output schema of a run's output spec once.
+
+    ``Agent.run(output_type=...)`` builds an ``OutputSchema`` (type adapters, JSON
+    schemas) on every run, about a seventh of a run's CPU; aklab's output specs are cached
+    objects (``plan_output``), so the schema built for one is reused by every run and
+    agent. Keyed by identity, holding the spec so that its id cannot be reused.
+    """
+
+    def _prepare_output_schema(self, output_type: Any) -> Any:
+        if output_type is None:
+            return super()._prepare_output_schema(output_type)
+        key = id(output_type)
+        with _SCHEMAS_LOCK:
+            hit = _SCHEMAS.get(key)
+        if hit is not None and hit[0] is output_type:
+            return _per_run(hit[1])
+        schema = super()._prepare_output_schema(output_type)
+        with _SCHEMAS_LOCK:
+            if len(_SCHEMAS) >= 512:
+                _SCHEMAS.clear()
+            _SCHEMAS[key] = (output_type, schema)
+        return _per_run(schema)
+
+
+def _per_run(schema: Any) -> Any:
+    """The schema with a toolset of its own: a run sets its retries and validators on it."""
+    if schema.toolset is None:
+        return schema
+    run_schema = copy.copy(schema)
+    run_schema.toolset = copy.copy(schema.toolset)
+    run_schema.toolset.max_retries = None
+    run_schema.toolset.output_validators = []
+    return run_schema
+
+
+_SCHEMAS: dict[int, tuple[Any, Any]] = {}
+_SCHEMAS_LOCK = threading.Lock()
 
 
 def _sendable(result: Any) -> Any:

@@ -3,17 +3,40 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
 import pytest
 from pydantic_ai import ModelRetry, TextOutput, ToolOutput
 from pydantic_ai.output import NativeOutput
 
 from aklab.agent import Request, StructuredOutput
-from aklab.llm.output_modes import messages_item_type, plan_output
+from aklab.llm.output_modes import RUN_FALLBACK, messages_item_type, plan_output
 
 
 def reply_to_human(text: str) -> StructuredOutput:
     return StructuredOutput(messages=[Request(recipient="@Human", message_type="response", message=text)])
+
+
+@pytest.fixture(autouse=True)
+def _run_fallback() -> Iterator[None]:
+    """What a run does around its task: the readers find the run's fallback in RUN_FALLBACK."""
+    token = RUN_FALLBACK.set(reply_to_human)
+    yield
+    RUN_FALLBACK.reset(token)
+
+
+def test_plans_share_their_output_spec_and_carry_each_runs_own_fallback() -> None:
+    def other(text: str) -> StructuredOutput:
+        return reply_to_human(f"other: {text}")
+
+    first = plan_output(StructuredOutput, "tool", fallback=reply_to_human, recipients=["@Human"])
+    second = plan_output(StructuredOutput, "tool", fallback=other, recipients=["@Human"])
+    assert first.output_type is second.output_type  # so pydantic-ai's schema of it is built once
+    assert (first.fallback, second.fallback) == (reply_to_human, other)
+    assert (
+        plan_output(StructuredOutput, "prompted", recipients=["@A"]).output_type
+        is not plan_output(StructuredOutput, "prompted", recipients=["@B"]).output_type
+    )  # the recipients are part of the prompted JSON shape
 
 
 def read(plan_type: object, text: str) -> object:

@@ -189,3 +189,28 @@ def test_summarizing_compaction_replaces_old_runs_with_the_models_summary() -> N
     assert texts[-1] == "turn 3" and not any(t == "turn 0" for t in texts)
     assert len(events) == 5  # the summary request is counted like any other
     assert agent.run_sync("after", output_type=Answer).text == "ok"
+
+
+def test_agents_share_the_output_schema_but_each_keeps_its_own_output_retries() -> None:
+    """The schema of an output spec is built once and shared; a run's retries stay its agent's own."""
+    from aklab.llm import RuntimeConfig
+
+    def bad_then_good() -> FunctionModel:
+        calls = iter(range(100))
+
+        def fn(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            args = '{"text": 1}' if next(calls) % 2 == 0 else '{"text": "ok"}'  # every other one is wrong
+            return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, args)])
+
+        return FunctionModel(fn)
+
+    patient, _ = _agent(bad_then_good(), runtime_cfg=RuntimeConfig(retries=2))
+    strict, _ = _agent(bad_then_good(), runtime_cfg=RuntimeConfig(retries=0))
+    try:
+        assert patient.run_sync("hi", output_type=Answer).text == "ok"
+        with pytest.raises(Exception, match=r"retr(y|ies)"):
+            strict.run_sync("hi", output_type=Answer)
+        assert patient.run_sync("again", output_type=Answer).text == "ok"  # still its own retries
+    finally:
+        patient.close()
+        strict.close()
