@@ -47,13 +47,43 @@ _CREDENTIAL_IN_JSON = re.compile(
     r'client[-_]secret|access[-_]token|refresh[-_]token|token|bearer)":'
 )
 
-_CREDENTIAL_WORDS = ("authoriz", "api-key", "api_key", "apikey", "password", "passwd", "secret", "token", "bearer")
+# The keys _CREDENTIAL_IN_JSON matches, spelled out: on ASCII text, looking for each one in
+# the lowered text finds the same keys as the regex, several times faster (a stored agent
+# snapshot is kilobytes long and mentions "...tokens" keys, which made the regex run).
+_CREDENTIAL_KEYS = tuple(
+    f'"{key}":'
+    for key in (
+        "authorization",
+        "proxy-authorization",
+        "x-api-key",
+        "apikey",
+        "api-key",
+        "api_key",
+        "x-goog-api-key",
+        "password",
+        "passwd",
+        "secret",
+        "client-secret",
+        "client_secret",
+        "access-token",
+        "access_token",
+        "refresh-token",
+        "refresh_token",
+        "token",
+        "bearer",
+    )
+)
 
 
 def _credential_key(text: str) -> bool:
-    """Whether the JSON ``text`` has a key naming a credential (a substring test first: the regex is slower)."""
+    """Whether the JSON ``text`` has a key naming a credential."""
+    if not text.isascii():  # case-insensitive matching beyond ASCII (e.g. "ſ" for "s"): the regex
+        return _CREDENTIAL_IN_JSON.search(text) is not None
     lowered = text.lower()
-    return any(w in lowered for w in _CREDENTIAL_WORDS) and _CREDENTIAL_IN_JSON.search(text) is not None
+    return any(end in lowered for end in _KEY_ENDS) and any(key in lowered for key in _CREDENTIAL_KEYS)
+
+
+_KEY_ENDS = ('authorization":', 'key":', 'password":', 'passwd":', 'secret":', 'token":', 'bearer":')
 
 
 class Row(NamedTuple):

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from aklab.core import EventMessage
 from aklab.secrets import register_secret
-from aklab.store import decode, encode, new_team_id
+from aklab.store import _codec, decode, encode, new_team_id
 from aklab.store._codec import scrub
 from tests.store.test_contract import MANAGER, sent, usage
 
@@ -54,3 +56,23 @@ def test_rows_never_import_modules_outside_aklab() -> None:
     import sys
 
     assert "antigravity" not in sys.modules
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"token":"x"}',
+        '{"Access_Token":"x"}',
+        '{"input_tokens":3,"output_tokens":4}',  # not a credential key
+        '{"proxy-authorization":"x"}',
+        '{"x-goog-api-key":"x"}',
+        '{"apikey":"x"}',
+        '{"note":"the token: is a word here"}',
+        '{"client-secret":"x"}',
+        '{"keys":"x","secretary":"y"}',
+        '{"paſſword":"x"}',  # non-ASCII: matched case-insensitively like the regex does
+        '{"PASSWORD":"x","é":1}',
+    ],
+)
+def test_the_fast_credential_key_check_finds_what_the_regex_finds(text: str) -> None:
+    assert _codec._credential_key(text) == (_codec._CREDENTIAL_IN_JSON.search(text) is not None)
