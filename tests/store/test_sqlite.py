@@ -273,3 +273,21 @@ def test_a_store_locked_by_another_process_fails_the_subscriber_not_the_actor(
     assert failures == [subscriber.failed] and subscriber.dropped == 2
     assert len(store_warnings(caplog)) == 1
     store.close()
+
+
+def test_a_file_made_before_the_touch_trigger_gets_it_and_keeps_last_activity_current(tmp_path: Path) -> None:
+    path, team = tmp_path / "events.sqlite3", new_team_id()
+    with SqliteStore(path) as store:
+        first = sent("first")
+        store.append(first, team)
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("DROP TRIGGER events_touch_team")  # as aklab wrote its files before it
+        conn.commit()
+    finally:
+        conn.close()
+    later = sent("later")
+    later.created_at = first.created_at.replace(year=first.created_at.year + 1)
+    with SqliteStore(path) as store:
+        store.append(later, team)
+        assert [t.last_activity for t in store.teams() if t.team_id == team] == [later.created_at]
