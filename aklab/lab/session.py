@@ -426,10 +426,8 @@ class Lab:
         """
         name = _at(agent) if agent is not None else None
         kept = [m.message for m in self.recorder.transcript if isinstance(m.message, AgentMessage)]
-        if name is not None:
-            kept = [m for m in kept if _involves(m, name)]
         if before is None and limit is None:
-            return kept
+            return kept if name is None else [m for m in kept if _involves(m, name)]
         from aklab.lab.panels._older import messages_before
 
         # memory may not hold everything: it let messages go, or the team was resumed

@@ -203,6 +203,7 @@ def test_without_a_store_the_transcript_says_older_messages_are_not_kept() -> No
         assert _rows(kept) == sent[-CAP:]
         assert _rows(lab.transcript(before=kept[3], limit=2)) == sent[3:5]  # memory still answers
         assert _rows(lab.transcript(before=kept[1], limit=5)) == sent[2:3]  # what memory has
+        assert _rows(lab.transcript("@Echo", before=kept[4], limit=2)) == sent[4:6]  # one agent's page, from memory
         with pytest.raises(ConfigError, match="older messages are not kept: this lab has no event store"):
             lab.transcript(before=kept[0], limit=5)
 

@@ -121,12 +121,14 @@ def messages_before(
     memory_complete: bool,
 ) -> list[AgentMessage]:
     """``lab.transcript(agent, before=..., limit=...)``: from memory (``kept``, the messages
-    memory holds, of ``agent`` if given) when it holds the whole page, else from the store."""
+    memory holds) when it holds the whole page, else from the store."""
     from aklab.store import StoreError
 
     limit = _check_limit(limit)
     before_id = _message_id(before)
     end = len(kept) if before_id is None else next((i for i, m in enumerate(kept) if m.id == before_id), -1)
+    kept = [m for m in kept[: max(end, 0)] if agent is None or _involves(m, agent)]
+    end = len(kept) if end >= 0 else -1
     if end >= 0 and (end >= limit or memory_complete):
         return kept[max(0, end - limit) : end]
     older = OlderRecords.of(lab)
