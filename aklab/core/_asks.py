@@ -14,6 +14,10 @@ model turns, tokens or cost than allowed, or in which two members exchange more 
 ``max_repeats`` times, is *tripped*: it is cancelled like a stop, and the reason is
 returned once so that the agent that noticed can tell the human.
 
+A cancellation by a person or by the guard is announced through ``on_cancel`` (the lab
+records it as an :class:`AskCancelledEvent`, so that a resume does not take the ask's
+messages up again); closing the team is not a cancellation anyone records.
+
 **After a restart** (``Lab.resume``) an ask that was still at work comes back with its
 counters (:meth:`AskLedger.restore`: turns, tokens, cost and the messages exchanged,
 recomputed from the stored records), so the guard's limits hold across the restart.
@@ -26,16 +30,20 @@ message of the ask still queued is dropped when its turn comes (``Akgent`` check
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-__all__ = ["AskLedger", "AskState", "TeamGuard"]
+__all__ = ["AskCancelledEvent", "AskLedger", "AskState", "TeamGuard"]
+
+log = logging.getLogger("aklab.core")
 
 #: How many asks the ledger remembers (open or ended); older ones are forgotten.
 REMEMBERED_ASKS = 2_000
@@ -71,6 +79,15 @@ class TeamGuard(BaseModel):
         return value
 
 
+class AskCancelledEvent(BaseModel):
+    """An ask was stopped (by a person) or tripped by the team guard."""
+
+    aklab_log_limit: ClassVar[int] = 1  # the store keeps them all; memory only the last
+
+    ask_id: str
+    reason: str
+
+
 @dataclass
 class AskState:
     ask_id: str
@@ -94,7 +111,11 @@ class AskLedger:
         self._remembered = remembered
         self._next_run = 0
         self._pending: list[Callable[[], object]] = []
+        self._tripped: list[tuple[str, str]] = []
         self.closed = False
+        #: Called with ``(ask_id, reason)`` after an ask is cancelled or tripped (not when the
+        #: team closes), outside the ledger's lock, on the thread that cancelled it.
+        self.on_cancel: Callable[[str, str], object] | None = None
 
     # -- asks ---------------------------------------------------------------------------
     def _state(self, ask_id: str) -> AskState:
@@ -132,7 +153,18 @@ class AskLedger:
             runs = list(state.runs.values())
         for interrupt in runs:
             interrupt()
+        self._announce([(ask_id, reason)])
         return True
+
+    def _announce(self, cancelled: list[tuple[str, str]]) -> None:
+        callback = self.on_cancel
+        if callback is None or self.closed:
+            return
+        for ask_id, reason in cancelled:
+            try:
+                callback(ask_id, reason)
+            except Exception:  # recording a cancellation must not undo it
+                log.exception("on_cancel failed for ask %s", ask_id)
 
     def cancel_all(self, reason: str = "stopped") -> list[str]:
         """Cancel every open ask; returns their ids."""
@@ -283,15 +315,18 @@ class AskLedger:
             return None
         state.cancelled = f"the team guard stopped this ask: {why}"
         self._pending.extend(state.runs.values())
+        self._tripped.append((state.ask_id, state.cancelled))
         return state.cancelled
 
     def _after(self, reason: str | None) -> str | None:
         """Interrupt the runs of an ask just tripped (outside the lock)."""
-        if self._pending:
+        if self._pending or self._tripped:
             with self._lock:
                 calls, self._pending = self._pending, []
+                tripped, self._tripped = self._tripped, []
             for call in calls:
                 call()
+            self._announce(tripped)
         return reason
 
 

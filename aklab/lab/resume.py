@@ -21,6 +21,9 @@
   when the kernel died is not counted: handling it again counts it once;
 - **planning**: the team's task board (``PlanningTool``), each task as last recorded by a
   ``PlanningTaskEvent``.
+
+A message of an ask that was stopped or tripped by the guard (``AskCancelledEvent``) is
+not taken up again: it would have been dropped unread had the kernel lived on.
 """
 
 from __future__ import annotations
@@ -70,6 +73,7 @@ class StoredTeam:
     records: int
     asks: dict[str, StoredAsk] = field(default_factory=dict)
     planning: list[PlanningTask] = field(default_factory=list)
+    dropped: int = 0  # unfinished messages of stopped asks, left alone
 
     @property
     def team_id(self) -> str:
@@ -82,6 +86,8 @@ class StoredTeam:
             more += f", the guard's counters of {len(self.asks)} open ask(s)"
         if self.planning:
             more += f", {len(self.planning)} planning task(s)"
+        if self.dropped:
+            more += f", {self.dropped} message(s) of stopped asks left undone"
         return (
             f"resumed team {self.info.name!r} ({self.team_id[:8]}): {len(agents)} agents ({', '.join(agents)}), "
             f"{len(self.pending)} message(s) re-delivered, {len(self.replies)} earlier repl(ies) to @Human{more}, "
@@ -121,6 +127,7 @@ def load_team(store: EventStore, team: str | None = None) -> StoredTeam:
     replies: list[AgentMessage] = []
     by_name: dict[str, StoredMember] = {}
     tasks: dict[str, PlanningTask] = {}
+    cancelled: set[str] = set()  # asks stopped or tripped
     # A message taken out of a mailbox unhandled (HandledMessage) was either withdrawn (its
     # ask was stopped) or read by the run in progress of its recipient: then it is done
     # when that run is.
@@ -160,6 +167,8 @@ def load_team(store: EventStore, team: str | None = None) -> StoredTeam:
                 handling[row.sender_id] = row.message_id
         elif kind == "HandledMessage" and row.message_id:
             consumed[row.message_id] = handling.get(row.sender_id or "")
+        elif kind == "EventMessage" and row.event_type == "AskCancelledEvent" and row.ask_id:
+            cancelled.add(row.ask_id)
         elif kind == "EventMessage" and row.event_type in ("AgentSnapshotEvent", "LlmUsageEvent", "PlanningTaskEvent"):
             record = row.message()
             assert isinstance(record, EventMessage)
@@ -177,11 +186,12 @@ def load_team(store: EventStore, team: str | None = None) -> StoredTeam:
     for mid, reader in consumed.items():
         if reader is None or reader in finished:
             finished.add(mid)
-    pending = [(to, m) for mid, (to, m) in sent.items() if mid not in finished and to in live_ids]
+    unfinished = [(to, m) for mid, (to, m) in sent.items() if mid not in finished and to in live_ids]
+    pending = [(to, m) for to, m in unfinished if m.ask_id not in cancelled]
     handled = finished - consumed.keys()  # handled to the end by their own turn
     asks = _open_asks(rows, {m.ask_id for _, m in pending if m.ask_id is not None}, handled)
     planning = sorted(tasks.values(), key=lambda t: int(t.id[1:]) if t.id[1:].isdigit() else 0)
-    return StoredTeam(info, live, replies, pending, len(rows), asks, planning)
+    return StoredTeam(info, live, replies, pending, len(rows), asks, planning, len(unfinished) - len(pending))
 
 
 def _open_asks(rows: list[StoredRecord], open_ids: set[str], finished: set[str]) -> dict[str, StoredAsk]:

@@ -136,6 +136,8 @@ class Lab:
         self.orchestrator = self.system.proxy_ask(orchestrator, Orchestrator)
         self.orchestrator.subscribe(self.recorder)
         subscribe(self._store, self.orchestrator, name=self.spec.name, metadata=self._metadata())
+        if self.system.persist:
+            self.system.asks.on_cancel = _cancellations(self.orchestrator.team_log)
         self.orchestrator.register_agent_profiles(self.spec.cards)
         if stored is not None:
             self._restore(stored)
@@ -536,6 +538,17 @@ def _check_timeout(timeout: float | None) -> float | None:
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not math.isfinite(timeout) or timeout < 0:
         raise ConfigError(f"timeout must be a number of seconds >= 0 (or None to wait for ever), not {timeout!r}")
     return float(timeout)
+
+
+def _cancellations(team_log: Any) -> Any:
+    """Record each stopped or tripped ask, so that a resume leaves its messages alone."""
+    from aklab.core import EventMessage
+    from aklab.core._asks import AskCancelledEvent
+
+    def record(ask_id: str, reason: str) -> None:
+        team_log.record(EventMessage(event=AskCancelledEvent(ask_id=ask_id, reason=reason), ask_id=ask_id))
+
+    return record
 
 
 def _stored_guard(data: Any) -> TeamGuard | None:

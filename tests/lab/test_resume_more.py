@@ -277,3 +277,72 @@ def test_a_resumed_team_keeps_the_guard_limits_it_last_ran_with(tmp_path: Path) 
         assert (again.guard.max_turns, again.guard.max_cost) == (9, 0.5)
     with Lab.resume(store=path, spec=spec, guard=TeamGuard(max_turns=3)) as again:
         assert (again.guard.max_turns, again.guard.max_cost) == (3, 2.0)  # a guard given wins
+
+
+class _CancelsStored(EventSubscriber):
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.seen: list[str] = []
+        self.done = threading.Event()
+        self.queued = threading.Event()
+
+    def on_message(self, message: Message) -> None:
+        from aklab.core._asks import AskCancelledEvent
+
+        if isinstance(message, SentMessage) and getattr(message.message, "content", "") == "and another thing":
+            self.queued.set()
+        if isinstance(message, EventMessage) and isinstance(message.event, AskCancelledEvent):
+            self.seen.append(message.event.ask_id)
+            if len(self.seen) >= self.count:
+                self.done.set()
+
+
+def test_messages_of_asks_stopped_before_the_restart_are_not_taken_up_again(tmp_path: Path) -> None:
+    path, copy = tmp_path / "events.sqlite3", tmp_path / "crashed.sqlite3"
+    entered, release = threading.Event(), threading.Event()
+
+    def blocked(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        entered.set()
+        release.wait(WAIT)
+        return reply(info, [("@Manager", "response", "too late")])
+
+    with Lab(_relay(FunctionModel(blocked)), store=path) as lab:
+        cancels = _CancelsStored(2)
+        lab.orchestrator.subscribe(cancels)  # after the store: what it sees is stored
+        lab.send("What is the answer?")
+        first = lab.last_ask_id
+        try:
+            assert entered.wait(WAIT)
+            lab.send("and another thing", to="Developer")  # queued behind the blocked run
+            second = lab.last_ask_id
+            assert cancels.queued.wait(WAIT)  # sent (the human's seat sends it on its own thread)
+            lab.stop()
+            assert cancels.done.wait(WAIT) and sorted(cancels.seen) == sorted([first, second])
+            _crash_copy(path, copy)  # the kernel dies before the Developer gets to drop them
+        finally:
+            release.set()
+
+    def answering(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return reply(info, [("@Manager", "response", "42")])
+
+    with Lab.resume(store=copy, spec=_relay(FunctionModel(answering))) as again:
+        assert again.resume_report is not None
+        assert "0 message(s) re-delivered" in again.resume_report
+        assert "2 message(s) of stopped asks left undone" in again.resume_report
+        assert again.wait(WAIT)
+        assert not any("relayed" in m.content for m in again.replies())
+
+
+def test_the_ledger_announces_stops_and_trips_once_and_not_a_closing_team() -> None:
+    ledger = AskLedger(TeamGuard(max_turns=1))
+    heard: list[tuple[str, str]] = []
+    ledger.on_cancel = lambda ask_id, reason: heard.append((ask_id, reason))
+    ledger.cancel("a", "stopped by the human")
+    ledger.cancel("a", "again")  # already over
+    assert ledger.charge_turn("b") is None
+    assert ledger.charge_turn("b") is not None  # trips
+    ledger.charge_turn("b")
+    ledger.begin("c")
+    ledger.close()
+    assert [a for a, _ in heard] == ["a", "b"]
+    assert heard[1][1].startswith("the team guard stopped this ask: it reached 1 model turns")
