@@ -78,7 +78,10 @@ class OlderRecords:
             return None
         kinds = None if record_id is not None else ["SentMessage"]
         try:
-            rows = self.store.records(self.team_id, record_id=record_id, message_id=message_id, kinds=kinds, limit=1)
+            # From the newest back: what a reader holds is recent, so this stops soon.
+            rows = self.store.records(
+                self.team_id, record_id=record_id, message_id=message_id, kinds=kinds, limit=1, newest=True
+            )
         except StoreError:  # ``page`` reports it
             return None
         return rows[0].seq if rows else None
