@@ -28,6 +28,7 @@ not taken up again: it would have been dropped unread had the kernel lived on.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -35,11 +36,23 @@ from aklab.errors import ConfigError
 
 if TYPE_CHECKING:
     from aklab.agent import AgentMessage
+    from aklab.core import TeamGuard
+    from aklab.lab.session import Lab
     from aklab.llm import LlmUsageEvent
     from aklab.store import EventStore, StoredRecord, TeamInfo
     from aklab.tools.planning import PlanningTask
 
-__all__ = ["StoredAsk", "StoredMember", "StoredTeam", "load_team"]
+__all__ = [
+    "StoredAsk",
+    "StoredMember",
+    "StoredTeam",
+    "load_team",
+    "record_cancellations",
+    "restore_team",
+    "stored_guard",
+]
+
+log = logging.getLogger("aklab.lab")
 
 
 @dataclass
@@ -236,3 +249,74 @@ def _open_asks(rows: list[StoredRecord], open_ids: set[str], finished: set[str])
                 if event.cost_usd is not None and math.isfinite(event.cost_usd):
                     ask.cost += event.cost_usd
     return asks
+
+
+def restore_team(lab: Lab, stored: StoredTeam) -> None:
+    """Start the stored members of ``stored`` in ``lab`` under their own ids, give each its
+    history, state and budget back, the team its planning board and its open asks their
+    guard counters, then re-deliver what was never finished (``Lab.resume``)."""
+    from aklab.agent import BaseAgent, HumanProxy
+    from aklab.core import ActorAddress, BaseConfig
+
+    human = next((m for m in stored.members if m.is_user_proxy), None)
+    lab.human = lab.orchestrator.createActor(
+        HumanProxy, BaseConfig(name="@Human", role="Human"), agent_id=human.agent_id if human else None
+    )
+    lab.inbox = lab.system.proxy_ask(lab.human, HumanProxy).inbox
+    for reply in stored.replies:
+        lab.inbox.append(reply)
+    started = [lab.human]
+    live: dict[str, ActorAddress] = {}
+    agents = [m for m in stored.members if not m.is_user_proxy]
+    for member in agents:
+        card = lab.orchestrator.get_agent_card(member.role)
+        if card is None:
+            raise ConfigError(
+                f"the stored team has a {member.role!r} ({member.name}) that this team spec has no card for: "
+                "resume with the team it was started with (Lab.resume(..., team=...))"
+            )
+        config = card.get_config_copy().model_copy(update={"name": member.name})
+        address = lab.orchestrator.createActor(card.get_agent_class(), config, agent_id=member.agent_id)
+        live[member.agent_id] = address
+        started.append(address)
+    lab.system.wait_started(*started)
+    for member in agents:
+        agent = lab.system.proxy_ask(live[member.agent_id], BaseAgent)
+        agent.restore(member.messages, member.state, member.usage)
+    entry = [a for a in live.values() if a.role == lab.spec.entry]
+    lab.entry = entry[0] if entry else lab._start_role(lab.spec.entry)
+    lab.orchestrator.set_entry(lab.entry)
+    if stored.planning:
+        from aklab.tools.planning import restore_board
+
+        restore_board(lab.orchestrator.team_directory, stored.planning)
+    for ask in stored.asks.values():  # before its messages come back, so the guard counts on
+        lab.system.asks.restore(ask.ask_id, turns=ask.turns, tokens=ask.tokens, cost=ask.cost, messages=ask.messages)
+    for recipient_id, message in stored.pending:
+        lab.system.tell(live[recipient_id], message)
+    lab.resume_report = stored.summary()
+
+
+def record_cancellations(team_log: Any) -> Any:
+    """The ledger's ``on_cancel``: record each stopped or tripped ask, so that a resume
+    leaves its messages alone."""
+    from aklab.core import EventMessage
+    from aklab.core._asks import AskCancelledEvent
+
+    def record(ask_id: str, reason: str) -> None:
+        team_log.record(EventMessage(event=AskCancelledEvent(ask_id=ask_id, reason=reason), ask_id=ask_id))
+
+    return record
+
+
+def stored_guard(data: Any) -> TeamGuard | None:
+    """The guard limits a stored team ran with (None if absent or unreadable: the defaults)."""
+    from aklab.core import TeamGuard
+
+    if not isinstance(data, dict):
+        return None
+    try:
+        return TeamGuard.model_validate(data)
+    except ValueError as exc:  # written by another aklab version
+        log.warning("the stored team's guard limits are not readable (%s); resuming with the defaults", exc)
+        return None

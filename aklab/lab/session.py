@@ -137,10 +137,14 @@ class Lab:
         self.orchestrator.subscribe(self.recorder)
         subscribe(self._store, self.orchestrator, name=self.spec.name, metadata=self._metadata())
         if self.system.persist:
-            self.system.asks.on_cancel = _cancellations(self.orchestrator.team_log)
+            from aklab.lab.resume import record_cancellations
+
+            self.system.asks.on_cancel = record_cancellations(self.orchestrator.team_log)
         self.orchestrator.register_agent_profiles(self.spec.cards)
         if stored is not None:
-            self._restore(stored)
+            from aklab.lab.resume import restore_team
+
+            restore_team(self, stored)
             return
         self.human = self.orchestrator.createActor(HumanProxy, BaseConfig(name="@Human", role="Human"))
         self.inbox = self.system.proxy_ask(self.human, HumanProxy).inbox
@@ -151,52 +155,6 @@ class Lab:
             if role != self.spec.entry:
                 started.append(self._start_role(role))
         self.system.wait_started(*started)
-
-    def _restore(self, stored: StoredTeam) -> None:
-        """Start the stored members under their own ids, give each its history, state and
-        budget back, the team its planning board and its open asks their guard counters,
-        then re-deliver what was never finished."""
-        from aklab.agent import BaseAgent
-
-        human = next((m for m in stored.members if m.is_user_proxy), None)
-        self.human = self.orchestrator.createActor(
-            HumanProxy, BaseConfig(name="@Human", role="Human"), agent_id=human.agent_id if human else None
-        )
-        self.inbox = self.system.proxy_ask(self.human, HumanProxy).inbox
-        for reply in stored.replies:
-            self.inbox.append(reply)
-        started = [self.human]
-        live: dict[str, ActorAddress] = {}
-        agents = [m for m in stored.members if not m.is_user_proxy]
-        for member in agents:
-            card = self.orchestrator.get_agent_card(member.role)
-            if card is None:
-                raise ConfigError(
-                    f"the stored team has a {member.role!r} ({member.name}) that this team spec has no card for: "
-                    "resume with the team it was started with (Lab.resume(..., team=...))"
-                )
-            config = card.get_config_copy().model_copy(update={"name": member.name})
-            address = self.orchestrator.createActor(card.get_agent_class(), config, agent_id=member.agent_id)
-            live[member.agent_id] = address
-            started.append(address)
-        self.system.wait_started(*started)
-        for member in agents:
-            agent = self.system.proxy_ask(live[member.agent_id], BaseAgent)
-            agent.restore(member.messages, member.state, member.usage)
-        entry = [a for a in live.values() if a.role == self.spec.entry]
-        self.entry = entry[0] if entry else self._start_role(self.spec.entry)
-        self.orchestrator.set_entry(self.entry)
-        if stored.planning:
-            from aklab.tools.planning import restore_board
-
-            restore_board(self.orchestrator.team_directory, stored.planning)
-        for ask in stored.asks.values():  # before its messages come back, so the guard counts on
-            self.system.asks.restore(
-                ask.ask_id, turns=ask.turns, tokens=ask.tokens, cost=ask.cost, messages=ask.messages
-            )
-        for recipient_id, message in stored.pending:
-            self.system.tell(live[recipient_id], message)
-        self.resume_report = stored.summary()
 
     @classmethod
     def resume(
@@ -236,7 +194,9 @@ class Lab:
         if model is None and stored.info.metadata.get("model"):
             model = str(stored.info.metadata["model"])
         if guard is None:
-            guard = _stored_guard(stored.info.metadata.get("guard"))
+            from aklab.lab.resume import stored_guard
+
+            guard = stored_guard(stored.info.metadata.get("guard"))
         return cls(spec, model=model, guard=guard, trust=trust, store=store, _stored=stored)
 
     def _metadata(self) -> dict[str, Any]:
@@ -538,28 +498,6 @@ def _check_timeout(timeout: float | None) -> float | None:
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not math.isfinite(timeout) or timeout < 0:
         raise ConfigError(f"timeout must be a number of seconds >= 0 (or None to wait for ever), not {timeout!r}")
     return float(timeout)
-
-
-def _cancellations(team_log: Any) -> Any:
-    """Record each stopped or tripped ask, so that a resume leaves its messages alone."""
-    from aklab.core import EventMessage
-    from aklab.core._asks import AskCancelledEvent
-
-    def record(ask_id: str, reason: str) -> None:
-        team_log.record(EventMessage(event=AskCancelledEvent(ask_id=ask_id, reason=reason), ask_id=ask_id))
-
-    return record
-
-
-def _stored_guard(data: Any) -> TeamGuard | None:
-    """The guard limits a stored team ran with (None if absent or unreadable: the defaults)."""
-    if not isinstance(data, dict):
-        return None
-    try:
-        return TeamGuard.model_validate(data)
-    except ValueError as exc:  # written by another aklab version
-        log.warning("the stored team's guard limits are not readable (%s); resuming with the defaults", exc)
-        return None
 
 
 def _involves(message: AgentMessage, name: str) -> bool:
