@@ -4,7 +4,10 @@
 (threads, concurrency 32) against the same sessions one after another (measured on 20 and
 scaled per session; goal >= 8x from overlapping the latency); 50 instant sessions on the
 process engine (2 workers) against the local engine; the same 200 slow sessions on the Ray
-engine (2 actors) against the local engine; memory per hosted team; rows lost (0).
+engine (2 actors) against the local engine; memory per hosted team, local and in the Ray
+actors, measured the same way (each worker process reads its own RSS as each attempt ends:
+its growth over its baseline when the batch opened / the most teams it hosted at once; see
+``BatchResult.workers``); rows lost (0).
 
 Ray probes cloud metadata addresses whenever it starts, so the Ray figure is measured by a
 child, ``python -m bench.b11_batch --ray N``, run inside a loopback-only network namespace
@@ -13,7 +16,6 @@ child, ``python -m bench.b11_batch --ray N``, run inside a loopback-only network
 
 from __future__ import annotations
 
-import gc
 import importlib.util
 import json
 import os
@@ -22,7 +24,7 @@ import sys
 import time
 from typing import Any
 
-from bench.common import REPO, Figure, rss_mb
+from bench.common import REPO, Figure
 
 ID = "B11"
 WORKLOAD = "demo-model sessions through aklab.batch: local vs sequential, process and ray vs local"
@@ -49,16 +51,14 @@ def run(*, smoke: bool = False, repeat: int = 1, context: dict[str, Any] | None 
     questions = [f"Plan feature {i}" for i in range(many)]
     _timed(scenarios=questions[:4])  # warm up
     seq_s, seq = _timed(scenarios=questions[:sequential_n], model=slow, concurrency=1)
-    gc.collect()
-    rss_before = rss_mb()
     local_s, local = _timed(scenarios=questions, model=slow, concurrency=32)
-    rss_peak = max(rss_mb() - rss_before, 0.0)
+    local_memory = _per_team(local)
     speedup = (seq_s / sequential_n) / (local_s / many)
     lost = sum(int((r.scenarios["status"] != "ok").sum()) for r in (seq, local))
     fast_local_s, _ = _timed(scenarios=questions[:few], concurrency=8)
     process_s, process = _timed(scenarios=questions[:few], engine="process", workers=2, concurrency=8)
     lost += int((process.scenarios["status"] != "ok").sum())
-    ray_figure, ray_lost = _ray_figure(many)
+    ray_figures, ray_lost = _ray_figures(many)
     lost += ray_lost
     return [
         Figure(
@@ -78,17 +78,46 @@ def run(*, smoke: bool = False, repeat: int = 1, context: dict[str, Any] | None 
             "x",
             note="each worker process starts and imports aklab (~4 s on 2 cores)",
         ),
-        ray_figure,
-        Figure(ID, WORKLOAD, "memory per hosted team (RSS growth / 32 concurrent labs)", rss_peak / 32, "MB"),
+        ray_figures[0],
+        Figure(
+            ID,
+            WORKLOAD,
+            "memory per hosted team, local (this process's RSS growth / the teams it hosted at once)",
+            local_memory[0],
+            "MB",
+            note=local_memory[1],
+        ),
+        ray_figures[1],
         Figure(ID, WORKLOAD, "rows lost (scenarios not ok)", float(lost), "rows", budget_max=0.0),
     ]
 
 
-def _ray_figure(many: int) -> tuple[Figure, int]:
-    """Ray vs local on the same slow sessions, measured by a child inside a loopback-only namespace."""
+def _per_team(result: Any) -> tuple[float, str]:
+    """MB per hosted team over the batch's workers (each read its own RSS as attempts ended:
+    growth over its baseline, summed, / the most teams each hosted at once, summed)."""
+    workers = result.workers.to_dict(orient="records")
+    per_team = sum(float(w["growth_mb"]) for w in workers) / max(1, sum(int(w["teams"]) for w in workers))
+    note = "; ".join(
+        f"+{float(w['growth_mb']):.1f} MB over {float(w['baseline_mb']):.0f} MB for {int(w['teams'])} teams"
+        for w in workers
+    )
+    return per_team, note
+
+
+def _ray_figures(many: int) -> tuple[list[Figure], int]:
+    """Ray vs local on the same slow sessions, and the actors' memory per hosted team, measured
+    by a child inside a loopback-only namespace."""
     title = f"{many} sessions at 0.1 s latency: ray (2 actors, concurrency 32) / local wall time"
+    memory_title = "memory per hosted team, ray (each actor's RSS growth / the teams it hosted at once)"
+
+    def skipped(why: str) -> tuple[list[Figure], int]:
+        return [
+            Figure(ID, WORKLOAD, title, None, "x", status=f"skipped: {why}"),
+            Figure(ID, WORKLOAD, memory_title, None, "MB", status=f"skipped: {why}"),
+        ], 0
+
     if importlib.util.find_spec("ray") is None:
-        return Figure(ID, WORKLOAD, title, None, "x", status="skipped: Ray is not installed (make install-ray)"), 0
+        return skipped("Ray is not installed (make install-ray)")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     env.pop("RAY_ADDRESS", None)  # a local cluster in the namespace, never one found outside
     child = subprocess.run(
@@ -102,15 +131,23 @@ def _ray_figure(many: int) -> tuple[Figure, int]:
     )
     if child.returncode == 97:
         why = child.stderr.strip().splitlines()[-1] if child.stderr.strip() else "no network namespace"
-        return Figure(ID, WORKLOAD, title, None, "x", status=f"skipped: {why}"), 0
+        return skipped(why)
     if child.returncode != 0:
         raise RuntimeError(f"the Ray child failed ({child.returncode}):\n{child.stderr[-3000:]}")
     out = json.loads(child.stdout.strip().splitlines()[-1])
+    memory = Figure(
+        ID,
+        WORKLOAD,
+        memory_title,
+        out["actor_mb_per_team"],
+        "MB",
+        note=out["actor_note"],
+    )
     note = (
         f"ray {out['ray_s']:.1f} s (starting its 2 actors included), local {out['local_s']:.1f} s, "
         f"in one process inside the namespace; ray.init {out['init_s']:.0f} s not counted"
     )
-    return Figure(ID, WORKLOAD, title, out["ray_s"] / out["local_s"], "x", note=note), int(out["lost"])
+    return [Figure(ID, WORKLOAD, title, out["ray_s"] / out["local_s"], "x", note=note), memory], int(out["lost"])
 
 
 def _ray_child(many: int) -> None:
@@ -131,7 +168,9 @@ def _ray_child(many: int) -> None:
     finally:
         ray.shutdown()
     lost = sum(int((r.scenarios["status"] != "ok").sum()) for r in (on_ray, local))
-    print(json.dumps({"ray_s": ray_s, "local_s": local_s, "init_s": init_s, "lost": lost}))
+    per_team, note = _per_team(on_ray)
+    summary = {"ray_s": ray_s, "local_s": local_s, "init_s": init_s, "lost": lost}
+    print(json.dumps({**summary, "actor_mb_per_team": per_team, "actor_note": note}))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@
     result.scenarios       # one row per scenario: status, answer, score, tokens, cost, wall_s, attempt
     result.usage           # every model request, lab.usage(by="request") columns + scenario_id, attempt
     result.summary()       # per team and model
+    result.workers         # per worker process: attempts, teams hosted at once, RSS growth per team
     result.plot()          # status counts and tokens per scenario (matplotlib)
 
 Each scenario attempt runs in its own headless :class:`aklab.lab.Lab`, closed after.
@@ -25,13 +26,15 @@ Engines (the same call and the same frames on each):
 - ``ray`` (``pip install 'aklab[ray]'``): Ray actors, each hosting several teams.
   ``engine="ray"`` joins the cluster ``ray.init()`` finds (``RAY_ADDRESS``, else a new
   local one, shut down after the batch); ``RayEngine(address=..., runtime_env=...)``
-  says where.
+  says where. Ray starts on a thread of its own after ``start``/``run`` began (the
+  progress says ``starting Ray``), so a cancel never waits for it.
 
 Faults: an attempt that raises, runs past ``timeout_s`` or whose worker dies is retried
 up to ``retries`` times; each attempt is costed in ``result.attempts`` and
 ``result.usage`` (``attempt`` column), and the batch always finishes, failures
 reported. ``result.cancel()`` (any thread) or an interrupt stops every engine's work
-within about 2 s.
+within about 2 s, also while Ray is still starting (what it started is shut down in the
+background once ``ray.init`` returns; ``RayEngine.settled`` says when).
 
 Ray clusters, for real use:
 

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from aklab.lab.session import Lab
     from aklab.lab.teams import TeamSpec
 
-__all__ = ["AttemptControl", "Job", "Outcome", "Status", "run_attempt"]
+__all__ = ["AttemptControl", "HostMemory", "HostMeter", "Job", "Outcome", "Status", "rss_mb", "run_attempt"]
 
 Status = Literal["ok", "failed", "timeout", "cancelled"]
 Key = tuple[int, int]  # (scenario index, attempt number from 1)
@@ -49,9 +49,20 @@ class Job:
     timeout_s: float | None
 
 
+@dataclass(frozen=True)
+class HostMemory:
+    """The memory of the process that hosted an attempt (a Ray actor, a process worker), read
+    there when the attempt ended. ``baseline_mb``: its RSS once ready, before any team;
+    ``rss_mb``: its RSS now; ``teams``: the most teams it has hosted at once so far."""
+
+    baseline_mb: float
+    rss_mb: float
+    teams: int
+
+
 @dataclass
 class Outcome:
-    """What an attempt came back with."""
+    """What an attempt came back with (``host``: where its host's memory stood, when known)."""
 
     key: Key
     status: Status
@@ -62,6 +73,7 @@ class Outcome:
     wall_s: float = 0.0
     error: str | None = None
     worker: str = ""
+    host: HostMemory | None = None
 
 
 class AttemptControl:
@@ -92,6 +104,48 @@ class AttemptControl:
         """The attempt's usage events up to now (for an attempt the driver gives up on)."""
         with self._lock:
             return list(self._lab.recorder.usage) if self._lab is not None else []
+
+
+def rss_mb() -> float:
+    """This process's resident set size in MB (``/proc/self/statm``; 0.0 where there is none)."""
+    try:
+        with open("/proc/self/statm") as f:
+            resident = int(f.read().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0.0
+    return resident * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+class HostMeter:
+    """Counts the teams a worker process hosts at once and reads its memory around them.
+
+    Made when the worker is ready: it imports what attempts import first, so the baseline
+    holds the code and not the teams."""
+
+    def __init__(self) -> None:
+        import gc
+
+        import aklab.batch.checks
+        import aklab.lab.session  # noqa: F401  (imported for the baseline, see above)
+
+        gc.collect()
+        self.baseline_mb = rss_mb()
+        self._lock = threading.Lock()
+        self._now = 0
+        self._most = 0
+
+    def run(self, job: Job, control: AttemptControl) -> Outcome:
+        """``run_attempt``, counted, with the host's memory on the outcome."""
+        with self._lock:
+            self._now += 1
+            self._most = max(self._most, self._now)
+        try:
+            outcome = run_attempt(job, control)
+            outcome.host = HostMemory(self.baseline_mb, rss_mb(), self._most)
+            return outcome
+        finally:
+            with self._lock:
+                self._now -= 1
 
 
 def worker_name() -> str:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from aklab.batch._attempt import Job, Key, Outcome
-from aklab.batch._engine import Broken, Engine, Finished, Lost, Started
+from aklab.batch._engine import Broken, Engine, Finished, Lost, Note, Started
 from aklab.batch._result import CANCEL_WAIT, BatchResult
 from aklab.batch._scenario import Scenario, ScenarioLike, normalize
 from aklab.batch.progress import NoProgress, ProgressSink, ProgressState, make_sink
@@ -294,7 +294,7 @@ class _Driver:
         self.concurrency = concurrency
         self.retries = retries
         self.timeout_s = timeout_s
-        self.inbox: queue.SimpleQueue[Started | Finished | Lost | Broken | _Cancel] = queue.SimpleQueue()
+        self.inbox: queue.SimpleQueue[Started | Finished | Lost | Broken | Note | _Cancel] = queue.SimpleQueue()
         self.cancelled = threading.Event()
         self.thread = threading.Thread(target=self._main, name="aklab-batch-driver", daemon=True)
 
@@ -340,6 +340,10 @@ class _Driver:
                 break
             if isinstance(message, Broken):
                 raise ConfigError(message.error)
+            if isinstance(message, Note):
+                self.result._note = message.text
+                self._notify()
+                continue
             self._handle(message, pending)
 
     def _job(self, key: Key) -> Job:
@@ -417,7 +421,12 @@ class _Driver:
                     running.pop(message.outcome.key)
                     self.result._attempt_ended(message.outcome.key[0], message.outcome, final=True)
             for key, started in running.items():
-                wall = 0.0 if started is None else time.monotonic() - started
+                if started is None:  # submitted, but its engine never started it (Ray still starting)
+                    before = (key[0], key[1] - 1)
+                    outcome = Outcome(before, "cancelled", error="cancelled before it started")
+                    self.result._attempt_ended(key[0], outcome, final=True, counted=False)
+                    continue
+                wall = time.monotonic() - started
                 self.result._attempt_ended(key[0], Outcome(key, "cancelled", wall_s=wall, error="cancelled"), True)
             for index, final in enumerate(list(self.result._final)):
                 if final is None:

@@ -3,7 +3,8 @@
 An engine is opened with a ``post`` function and the batch's concurrency; it runs each
 submitted :class:`Job` somewhere (threads, worker processes, Ray actors) and posts back
 what happens to it: :class:`Started`, :class:`Finished` (the attempt's outcome),
-:class:`Lost` (its worker died), or :class:`Broken` (it cannot go on at all). It never
+:class:`Lost` (its worker died), or :class:`Broken` (it cannot go on at all), and what it
+is doing meanwhile (:class:`Note`: "starting Ray", shown with the progress). It never
 retries or times out on its own account: the driver does, so that every engine behaves
 the same.
 """
@@ -19,7 +20,7 @@ from typing import Any
 from aklab.batch._attempt import Job, Key, Outcome
 from aklab.llm import LlmUsageEvent
 
-__all__ = ["Broken", "Engine", "Finished", "Lost", "Post", "Started"]
+__all__ = ["Broken", "Engine", "Finished", "Lost", "Note", "Post", "Started"]
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,14 @@ class Broken:
     error: str
 
 
-Post = Callable[[Started | Finished | Lost | Broken], None]
+@dataclass(frozen=True)
+class Note:
+    """What the engine is busy with before it can run attempts ("starting Ray"); "" when ready."""
+
+    text: str
+
+
+Post = Callable[[Started | Finished | Lost | Broken | Note], None]
 
 
 class Engine(ABC):
@@ -65,12 +73,15 @@ class Engine(ABC):
         return True
 
     def prepare(self) -> None:
-        """Slow set-up that belongs on the caller's thread (joining a Ray cluster); once, before ``open``."""
+        """Quick checks on the caller's thread, once, before ``open`` (errors reach the caller at once).
+        Slow set-up (starting workers, joining a cluster) belongs after ``open``, off the driver's
+        thread, so that a cancel can abandon it."""
         return None  # nothing to do for most engines
 
     @abstractmethod
     def open(self, post: Post, concurrency: int) -> None:
-        """Get ready to run ``concurrency`` attempts at once, posting their news with ``post``."""
+        """Get ready to run ``concurrency`` attempts at once, posting their news with ``post``.
+        Returns soon: the driver's thread must stay free to take a cancel."""
 
     @abstractmethod
     def submit(self, job: Job) -> None:
@@ -87,4 +98,5 @@ class Engine(ABC):
 
     @abstractmethod
     def close(self) -> None:
-        """Release the workers (bounded); called once, after ``cancel`` or when all is done."""
+        """Release the workers (bounded); called once, after ``cancel`` or when all is done. After a
+        cancel, slow clean-up (shutting down a Ray it started) may go on in the background."""

@@ -3,7 +3,8 @@
 Team sessions spend their time waiting on models, so threads overlap that wait well; the
 actors of every Lab are pykka threads of this process. An attempt the driver gives up on
 (a check that never returns) is cancelled and left to end on its daemon thread: Python
-cannot kill a thread.
+cannot kill a thread. Each outcome carries this process's memory, read as it ends
+(``BatchResult.workers``), as a Ray actor's or a process worker's does.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import threading
 import time
 from typing import Any
 
-from aklab.batch._attempt import AttemptControl, Job, Key, run_attempt, worker_name
+from aklab.batch._attempt import AttemptControl, HostMeter, Job, Key, worker_name
 from aklab.batch._engine import Engine, Finished, Lost, Post, Started
 from aklab.llm import LlmUsageEvent
 
@@ -43,6 +44,7 @@ class LocalEngine(Engine):
     def open(self, post: Post, concurrency: int) -> None:
         self._post = post
         self.slots = concurrency
+        self._meter = HostMeter()  # this process's memory now: the teams' share is what it grows by
 
     def submit(self, job: Job) -> None:
         control = AttemptControl()
@@ -58,7 +60,7 @@ class LocalEngine(Engine):
         assert self._post is not None
         self._post(Started(job.key, worker_name()))
         try:
-            outcome = run_attempt(job, control)
+            outcome = self._meter.run(job, control)
         except BaseException as exc:  # run_attempt keeps the scenario's errors; this is a bug
             self._post(Lost(job.key, f"{type(exc).__name__}: {exc}"))
             raise

@@ -15,7 +15,7 @@ import threading
 import time
 from multiprocessing.connection import Connection
 
-from aklab.batch._attempt import AttemptControl, Job, Key, Outcome, run_attempt, worker_name
+from aklab.batch._attempt import AttemptControl, HostMeter, Job, Key, Outcome, worker_name
 
 __all__ = ["main"]
 
@@ -44,11 +44,12 @@ def main(conn: Connection) -> None:
             error = f"the worker cannot unpickle the scenario: {type(exc).__name__}: {exc}"
             outcome = Outcome(key, "failed", error=" ".join(error.split())[:300], worker=worker_name())
         else:
-            outcome = run_attempt(job, control)
+            outcome = meter.run(job, control)
         with lock:
             controls.pop(key, None)
         send(("done", outcome))
 
+    meter = HostMeter()  # imports what attempts need, then reads the baseline memory
     send(("ready", worker_name()))
 
     while True:

@@ -6,8 +6,9 @@ wall_s, attempt, error`` (then any metadata columns). ``status`` is ``ok``, ``fa
 ``timeout`` or ``cancelled`` (``pending``/``running`` while the batch runs); ``attempt``
 counts from 1 (0: never started). ``attempts``: one row per attempt, failed ones
 included. ``usage``: every model request of every attempt, with the columns of
-``lab.usage(by="request")`` after ``scenario_id`` and ``attempt``. ``summary()`` totals
-per team and model, counting every attempt's spend (retries cost too).
+``lab.usage(by="request")`` after ``scenario_id`` and ``attempt``. ``workers``: one row
+per worker process, with the memory it reported (Ray actors, process workers). ``summary()``
+totals per team and model, counting every attempt's spend (retries cost too).
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ SUMMARY_COLUMNS = [
     "cost_usd",
     "mean_wall_s",
 ]
+WORKER_COLUMNS = ["worker", "attempts", "teams", "baseline_mb", "peak_rss_mb", "growth_mb", "mb_per_team"]
 ATTEMPT_COLUMNS = ["id", "attempt", "status", "asks", "requests", "tokens", "cost_usd", "wall_s", "worker", "error"]
 #: How long ``run`` waits for the engine to stop after an interrupt.
 CANCEL_WAIT = 5.0
@@ -85,6 +87,7 @@ class BatchResult:
         self._requests = 0
         self._tokens = 0
         self._cost: float | None = None
+        self._note = ""  # what the engine is busy with before attempts can run ("starting Ray")
         self.error: BaseException | None = None
         """An error of the batch machinery itself (not of a scenario), if it broke down."""
 
@@ -115,6 +118,7 @@ class BatchResult:
         with self._lock:
             self._elapsed = time.monotonic() - self._started
             self._running.clear()
+            self._note = ""
         self._done.set()
 
     def state(self) -> ProgressState:
@@ -136,6 +140,7 @@ class BatchResult:
                 elapsed_s=self.elapsed_s,
                 running={self._scenarios[i].id: v for i, v in self._running.items()},
                 finished=self._done.is_set(),
+                note=self._note,
             )
 
     # -- control -----------------------------------------------------------------------
@@ -208,6 +213,38 @@ class BatchResult:
         ]
         frame = pd.DataFrame(rows, columns=ATTEMPT_COLUMNS)
         return _typed(frame, ints=["attempt", "asks", "requests"], tokens=["tokens"], floats=["cost_usd"])
+
+    @property
+    def workers(self) -> pd.DataFrame:
+        """One row per worker (``host:pid``) that ran attempts: how many, the most teams it hosted
+        at once, and its memory as it reported it (Ray actors and process workers read their own
+        RSS when each attempt ends; <NA> for the local engine): ``baseline_mb`` before any team,
+        ``peak_rss_mb`` the highest reading, ``growth_mb`` the difference, ``mb_per_team`` that
+        over ``teams``."""
+        import pandas as pd
+
+        with self._lock:
+            attempts = list(self._attempts)
+        rows: dict[str, dict[str, Any]] = {}
+        for o in attempts:
+            if not o.worker:
+                continue
+            row = rows.setdefault(o.worker, {"worker": o.worker, "attempts": 0, "teams": None, "baseline_mb": None})
+            row["attempts"] += 1
+            if o.host is not None:
+                row["teams"] = max(row["teams"] or 0, o.host.teams)
+                row["baseline_mb"] = o.host.baseline_mb
+                row["peak_rss_mb"] = max(row.get("peak_rss_mb") or 0.0, o.host.rss_mb)
+        for row in rows.values():
+            if row["teams"]:
+                row["growth_mb"] = max(0.0, row["peak_rss_mb"] - row["baseline_mb"])
+                row["mb_per_team"] = row["growth_mb"] / row["teams"]
+        frame = pd.DataFrame(list(rows.values()), columns=WORKER_COLUMNS)
+        frame["attempts"] = frame["attempts"].astype("int64")
+        frame["teams"] = frame["teams"].astype("Int64")
+        for c in WORKER_COLUMNS[3:]:
+            frame[c] = frame[c].astype("Float64")
+        return frame
 
     @property
     def usage(self) -> pd.DataFrame:

@@ -39,10 +39,15 @@ class ProgressState:
     running: Mapping[str, tuple[int, str]] = field(default_factory=dict)
     """Scenario id -> (attempt, worker) of every attempt in flight (worker: ``host:pid``)."""
     finished: bool = False
+    note: str = ""
+    """What the engine is busy with before attempts can run ("starting Ray"); "" otherwise."""
 
     def line(self) -> str:
-        """``12/50 done · 1 failed · 3 running · 18,204 tokens · cost n/a`` (no times: stable text)."""
+        """``12/50 done · 1 failed · 3 running · 18,204 tokens · cost n/a`` (no times: stable text);
+        while the engine gets ready, what it is doing: ``0/50 done · starting Ray · ...``."""
         parts = [f"{self.done}/{self.total} done"]
+        if self.note and not self.finished:
+            parts.append(self.note)
         if self.failed:
             parts.append(f"{self.failed} failed")
         if self.cancelled:

@@ -14,7 +14,7 @@ import pytest
 import aklab.batch as batch
 from aklab.batch import Scenario
 from aklab.batch._driver import _plan
-from aklab.batch._result import SCENARIO_COLUMNS
+from aklab.batch._result import SCENARIO_COLUMNS, WORKER_COLUMNS
 from aklab.batch._scenario import normalize
 from aklab.batch.checks import contains
 from aklab.batch.progress import ProgressState
@@ -75,6 +75,21 @@ def test_local_and_process_engines_give_the_same_frames(frames: dict[str, batch.
     summary = frames["process"].summary()
     assert summary.loc[0, ["scenarios", "ok", "attempts"]].tolist() == [6, 6, 6]
     assert summary.loc[0, "tokens"] == frames["process"].usage["total_tokens"].sum()
+
+
+@pytest.mark.parametrize(("engine", "workers", "most_teams"), [("local", 1, 4), ("process", 2, 2)])
+def test_every_worker_reports_its_memory_per_hosted_team(
+    frames: dict[str, batch.BatchResult], engine: str, workers: int, most_teams: int
+) -> None:
+    table = frames[engine].workers
+    assert list(table.columns) == WORKER_COLUMNS
+    assert len(table) == workers and table["attempts"].sum() == 6
+    assert set(table["worker"]) == set(frames[engine].attempts["worker"])
+    # concurrency 4: all four teams in this process, or two in each of two workers
+    assert (table["teams"] >= 1).all() and table["teams"].max() == most_teams
+    assert (table["baseline_mb"] > 50).all()  # a Python process with aklab and pydantic-ai imported
+    assert (table["peak_rss_mb"] >= table["baseline_mb"]).all()
+    assert (table["mb_per_team"] == table["growth_mb"] / table["teams"]).all()
 
 
 @pytest.mark.parametrize("engine", ENGINES)
