@@ -7,7 +7,8 @@
   name, role), in start order;
 - **snapshots**: each agent's model history (each ``AgentSnapshotEvent`` replaces the
   history from its ``start`` on) and its last state (context-update baseline included);
-- **usage**: each agent's usage events, so its lifetime budget counters come back;
+- **usage**: every request the team made, so each agent's lifetime budget counters come
+  back and ``lab.usage()`` totals them again;
 - **replies**: what reached the human (shown again in ``lab.replies()``);
 - **pending**: every message sent to an agent whose handling never finished (no
   ``DispatchedMessage(done=True)``, and not consumed unread: ``HandledMessage``): queued
@@ -87,6 +88,7 @@ class StoredTeam:
     asks: dict[str, StoredAsk] = field(default_factory=dict)
     planning: list[PlanningTask] = field(default_factory=list)
     dropped: int = 0  # unfinished messages of stopped asks, left alone
+    usage: list[LlmUsageEvent] = field(default_factory=list)  # every request of the team, in order
 
     @property
     def team_id(self) -> str:
@@ -141,6 +143,7 @@ def load_team(store: EventStore, team: str | None = None) -> StoredTeam:
     by_name: dict[str, StoredMember] = {}
     tasks: dict[str, PlanningTask] = {}
     cancelled: set[str] = set()  # asks stopped or tripped
+    usage: list[LlmUsageEvent] = []
     # A message taken out of a mailbox unhandled (HandledMessage) was either withdrawn (its
     # ask was stopped) or read by the run in progress of its recipient: then it is done
     # when that run is.
@@ -190,8 +193,10 @@ def load_team(store: EventStore, team: str | None = None) -> StoredTeam:
                 snap = members[event.agent_id]
                 snap.messages = [*snap.messages[: event.start], *event.messages]
                 snap.state = event.state
-            elif isinstance(event, LlmUsageEvent) and event.agent in by_name:
-                by_name[event.agent].usage.append(event)
+            elif isinstance(event, LlmUsageEvent):
+                usage.append(event)
+                if event.agent in by_name:
+                    by_name[event.agent].usage.append(event)
             elif isinstance(event, PlanningTaskEvent):
                 tasks[event.task.id] = event.task
     live = [m for agent_id, m in members.items() if agent_id not in stopped]
@@ -204,7 +209,8 @@ def load_team(store: EventStore, team: str | None = None) -> StoredTeam:
     handled = finished - consumed.keys()  # handled to the end by their own turn
     asks = _open_asks(rows, {m.ask_id for _, m in pending if m.ask_id is not None}, handled)
     planning = sorted(tasks.values(), key=lambda t: int(t.id[1:]) if t.id[1:].isdigit() else 0)
-    return StoredTeam(info, live, replies, pending, len(rows), asks, planning, len(unfinished) - len(pending))
+    dropped = len(unfinished) - len(pending)
+    return StoredTeam(info, live, replies, pending, len(rows), asks, planning, dropped, usage)
 
 
 def _open_asks(rows: list[StoredRecord], open_ids: set[str], finished: set[str]) -> dict[str, StoredAsk]:
@@ -265,6 +271,8 @@ def restore_team(lab: Lab, stored: StoredTeam) -> None:
     lab.inbox = lab.system.proxy_ask(lab.human, HumanProxy).inbox
     for reply in stored.replies:
         lab.inbox.append(reply)
+    for event in stored.usage:  # lab.usage() totals the team, the requests before the restart too
+        lab.recorder.usage.append(event)
     started = [lab.human]
     live: dict[str, ActorAddress] = {}
     agents = [m for m in stored.members if not m.is_user_proxy]

@@ -346,3 +346,22 @@ def test_the_ledger_announces_stops_and_trips_once_and_not_a_closing_team() -> N
     ledger.close()
     assert [a for a, _ in heard] == ["a", "b"]
     assert heard[1][1].startswith("the team guard stopped this ask: it reached 1 model turns")
+
+
+def test_lab_usage_after_resume_totals_the_requests_before_the_restart_too(tmp_path: Path) -> None:
+    path = tmp_path / "events.sqlite3"
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return reply(info, [("@Manager", "response", "42")])
+
+    spec = _relay(FunctionModel(answer))
+    with Lab(spec, store=path) as lab:
+        lab.ask("one", timeout=WAIT)
+        lab.ask("two", timeout=WAIT)
+        before = lab.usage(by="request")
+        assert len(before) == 6  # Manager, Developer, Manager per ask
+    with Lab.resume(store=path, spec=spec) as again:
+        assert again.usage(by="request")[["agent", "total_tokens"]].equals(before[["agent", "total_tokens"]])
+        again.ask("three", timeout=WAIT)
+        assert len(again.usage(by="request")) == 9
+        assert again.usage()["requests"].sum() == 9
