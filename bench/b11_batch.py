@@ -141,7 +141,7 @@ def _ray_figures(many: int) -> tuple[list[Figure], int]:
         memory_title,
         out["actor_mb_per_team"],
         "MB",
-        note=out["actor_note"],
+        note=f"{out['actor_note']} (fresh actors: their one-time caches count; local was warmed up)",
     )
     note = (
         f"ray {out['ray_s']:.1f} s (starting its 2 actors included), local {out['local_s']:.1f} s, "

@@ -14,6 +14,7 @@ import ctypes
 import json
 import os
 import select
+import signal
 import sys
 import threading
 import time
@@ -134,6 +135,34 @@ def a_failed_start() -> dict[str, Any]:
     return {"failed_start": error, "failed_settled": engine.settled.wait(60), "failed_ray_after": ray.is_initialized()}
 
 
+def interrupt_while_ray_starts() -> dict[str, Any]:
+    """Ctrl-C (the notebook's stop button) while Ray starts: ``run`` re-raises it at once."""
+    import ray
+
+    engine = RayEngine(workers=1)
+    sent: list[float] = []
+
+    def interrupt_when_starting(state: ProgressState) -> None:
+        if state.note == STARTING and not sent:
+            sent.append(time.monotonic())
+            os.kill(os.getpid(), signal.SIGINT)
+
+    try:
+        batch.run(_slow_batch(2), engine=engine, concurrency=2, timeout_s=120, progress=interrupt_when_starting)
+    except KeyboardInterrupt:
+        raised = time.monotonic()
+    else:
+        raised = -1.0
+    result = batch.last_result()
+    return {
+        "interrupt_s": raised - sent[0] if sent and raised > 0 else None,
+        "interrupt_statuses": None if result is None else sorted(set(result.scenarios["status"])),
+        "interrupt_settled": engine.settled.wait(180),
+        "interrupt_ray_after": ray.is_initialized(),
+        "interrupt_left_over": left_over(),
+    }
+
+
 def two_batches_share_a_ray() -> dict[str, Any]:
     """Two batches start at once and neither finds Ray up: one starts it, both use it, and only
     the last to finish (the slow one) shuts it down."""
@@ -198,6 +227,7 @@ def main(marker_dir: Path) -> None:
         sys.exit(f"prctl(PR_SET_CHILD_SUBREAPER) failed: {os.strerror(ctypes.get_errno())}")
     out = a_failed_start()
     out.update(cancel_while_ray_starts())
+    out.update(interrupt_while_ray_starts())
     out.update(two_batches_share_a_ray())
     out.update(batches(marker_dir))
     out["left_over"] = left_over()

@@ -123,6 +123,16 @@ def test_cancelling_while_ray_starts_returns_within_two_seconds_and_leaves_no_ra
 
 
 @needs_ray
+def test_an_interrupt_while_ray_starts_cancels_the_batch_and_re_raises_within_two_seconds(
+    ray_run: dict[str, Any],
+) -> None:
+    assert ray_run["interrupt_s"] is not None, "no KeyboardInterrupt came out of batch.run"
+    assert ray_run["interrupt_s"] < 2.0 and ray_run["interrupt_statuses"] == ["cancelled"]
+    assert ray_run["interrupt_settled"] and not ray_run["interrupt_ray_after"]
+    assert ray_run["interrupt_left_over"] == []
+
+
+@needs_ray
 def test_a_ray_that_cannot_start_stops_the_batch_with_one_line(ray_run: dict[str, Any]) -> None:
     assert ray_run["failed_start"] == (
         "engine='ray' could not start: RuntimeError: Unknown keyword argument(s): no_such_option"
