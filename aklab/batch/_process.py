@@ -7,7 +7,9 @@ memory) costs only its own attempts (reported as lost, then retried) and is repl
 
 A worker runs each attempt on a thread (team sessions wait on models, so a process hosts
 ``ceil(concurrency / workers)`` of them at once). Cancelling tells every worker to stop
-its teams and exit, and kills whatever is still alive after ``STOP_GRACE``.
+its teams and exit, and kills whatever is still alive after ``STOP_GRACE``; that holds
+while the workers are still starting (importing aklab, ~4 s on 2 cores; the progress says
+``starting workers`` until the first is ready).
 """
 
 from __future__ import annotations
@@ -25,13 +27,15 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from aklab.batch._attempt import Job, Key, Outcome
-from aklab.batch._engine import Broken, Engine, Finished, Lost, Post, Started
+from aklab.batch._engine import Broken, Engine, Finished, Lost, Note, Post, Started
 from aklab.llm import LlmUsageEvent
 
 __all__ = ["ProcessEngine"]
 
 #: How long stopping workers waits for them to exit before killing them.
 STOP_GRACE = 1.0
+#: What the progress shows until the first worker is ready.
+STARTING = "starting workers"
 
 
 @dataclass(eq=False)
@@ -72,6 +76,7 @@ class ProcessEngine(Engine):
         n = max(1, min(n, concurrency))
         self._per_worker = math.ceil(concurrency / n)
         self.slots = concurrency
+        post(Note(STARTING))
         with self._lock:
             self._pool = [self._spawn() for _ in range(n)]
         self._reader = threading.Thread(target=self._read, name="aklab-batch-process-reader", daemon=True)
@@ -148,6 +153,8 @@ class ProcessEngine(Engine):
                 message = worker.conn.recv()
                 kind = message[0]
                 if kind == "ready":
+                    if not self._any_ready:
+                        self._post(Note(""))
                     worker.ready = self._any_ready = True
                 elif kind == "started":
                     self._post(Started(message[1], message[2]))

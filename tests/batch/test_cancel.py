@@ -84,6 +84,38 @@ def test_an_interrupt_in_the_caller_cancels_the_batch_and_re_raises(engine: str)
     assert set(result.scenarios["status"]) == {"cancelled"}
 
 
+def test_cancel_while_process_workers_are_starting_stops_them_within_two_seconds() -> None:
+    from aklab.batch import ProcessEngine
+    from aklab.batch._process import STARTING
+
+    engine = ProcessEngine(workers=2)
+    starting = threading.Event()
+    seen: dict[str, object] = {}
+
+    def watch(state: ProgressState) -> None:
+        if state.note == STARTING and not starting.is_set():
+            seen.update(pids=engine.pids, ready=engine._any_ready)
+            starting.set()
+
+    result = batch.start(_slow_batch(4), engine=engine, concurrency=2, timeout_s=120, progress=watch)
+    assert starting.wait(60), "the progress never said the workers were starting"
+    asked = time.monotonic()
+    result.cancel()
+    assert result.wait(BOUND_S + 3), "the batch did not finish after cancel"
+    took = time.monotonic() - asked
+    assert took < BOUND_S, f"cancel took {took:.2f}s"
+    assert seen["ready"] is False  # the cancel came while the workers were still importing
+    # A worker that got ready while being told to stop may have begun an attempt (then cancelled it).
+    assert set(result.scenarios["status"]) == {"cancelled"} and set(result.scenarios["attempt"]) <= {0, 1}
+    assert (result.scenarios["attempt"] == 0).sum() >= 2  # concurrency 2: two never went out
+    assert result.state().note == ""
+    pids = seen["pids"]
+    assert isinstance(pids, list) and len(pids) == 2
+    for pid in pids:  # killed and reaped, not left importing
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
 def test_timeouts_are_enforced_even_when_a_check_never_returns() -> None:
     gate = threading.Event()
 
