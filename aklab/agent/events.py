@@ -37,6 +37,10 @@ class OperatorActionEvent(BaseModel):
 class AgentBusyEvent(BaseModel):
     """An agent started (``busy=True``) or finished (``busy=False``) an LLM turn."""
 
+    #: Live UI state: kept in memory for the panels, not written to the event store (a
+    #: quarter of a team's records; neither resume nor history reads it).
+    aklab_stored: ClassVar[bool] = False
+
     agent: str
     role: str
     busy: bool

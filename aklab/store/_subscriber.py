@@ -52,7 +52,7 @@ class StoreSubscriber(EventSubscriber):
     def on_message(self, message: Message) -> None:
         if not isinstance(message, OrchestratorMessage):
             return
-        if isinstance(message, EventMessage) and getattr(type(message.event), "aklab_transient", False):
+        if isinstance(message, EventMessage) and _unstored(type(message.event)):
             return
         if self.failed is not None:
             self.dropped += 1
@@ -89,3 +89,8 @@ class StoreSubscriber(EventSubscriber):
     def __repr__(self) -> str:
         state = f"failed: {self.failed}" if self.failed else f"{self.stored} stored"
         return f"<StoreSubscriber team={self.team_id} {self.store.location} ({state})>"
+
+
+def _unstored(klass: type) -> bool:
+    """Events fanned out only (``aklab_transient``) or kept in memory only (``aklab_stored = False``)."""
+    return bool(getattr(klass, "aklab_transient", False)) or not getattr(klass, "aklab_stored", True)
