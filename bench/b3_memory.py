@@ -30,7 +30,8 @@ def measure(n: int) -> dict[str, Any]:
     from aklab.lab import Lab
     from bench.common import relay_team
 
-    lab = Lab(relay_team())
+    lab = Lab(relay_team(), store=False)
+    lab.guard.max_members = None  # the team guard caps a team at 40 members by default
     try:
         for _ in range(WARM_UP):
             lab.orchestrator.hire("Developer")
