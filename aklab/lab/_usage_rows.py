@@ -144,6 +144,52 @@ class UsageRows(Sequence[LlmUsageEvent]):
             first_tail = self._len - len(self._tail)
             return [self._row(i, first_tail) for i in rows]
 
+    def columns(self) -> dict[str, list[Any]]:
+        """Every row as columns (``usage_frame``'s request columns and ``ask_id``), read
+        straight from the packed arrays: no event object is rebuilt (100,000 rows in a
+        fraction of the time ``model_construct`` takes per row)."""
+        with self._lock:
+            n = self._len
+            s = self._strings
+            names, ints, floats, flags = self._names, self._ints, self._floats, self._flags
+            run_ids = self._run_ids
+            whole = dict(self._whole)
+        tokens_in = [None if v == _NONE else v for v in ints[1 : 6 * n : 6]]
+        tokens_out = [None if v == _NONE else v for v in ints[2 : 6 * n : 6]]
+        flag = flags[:n]
+        started = [
+            (t.replace(tzinfo=None) if f & _NAIVE else t)
+            for t, f in zip((_EPOCH + us * _MICRO for us in ints[5 : 6 * n : 6]), flag, strict=True)
+        ]
+        cols: dict[str, list[Any]] = {
+            "run_id": [s[r] if r else run_ids[16 * i : 16 * i + 16].hex() for i, r in enumerate(names[4 : 6 * n : 6])],
+            "agent": [s[i] for i in names[0 : 6 * n : 6]],
+            "role": [s[i] for i in names[1 : 6 * n : 6]],
+            "model": [s[i] for i in names[2 : 6 * n : 6]],
+            "requests": list(ints[0 : 6 * n : 6]),
+            "input_tokens": tokens_in,
+            "output_tokens": tokens_out,
+            "total_tokens": [
+                None if a is None and b is None else (a or 0) + (b or 0)
+                for a, b in zip(tokens_in, tokens_out, strict=True)
+            ],
+            "cost_usd": [None if c != c else c for c in floats[0 : 2 * n : 2]],
+            "estimated": [bool(f & _ESTIMATED) for f in flag],
+            "cost_source": [s[i] for i in names[3 : 6 * n : 6]],
+            "ok": [bool(f & _OK) for f in flag],
+            "started_at": started,
+            "duration_s": list(floats[1 : 2 * n : 2]),
+            "ask_id": [s[i] for i in names[5 : 6 * n : 6]],
+        }
+        for row, event in whole.items():  # subclasses: their own values, as they were given
+            if row < n:
+                unknown = event.input_tokens is None and event.output_tokens is None
+                values = {name: getattr(event, name) for name in cols if name != "total_tokens"}
+                values["total_tokens"] = None if unknown else event.total_tokens
+                for name, value in values.items():
+                    cols[name][row] = value
+        return cols
+
     def __len__(self) -> int:
         return self._len
 

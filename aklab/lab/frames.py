@@ -56,9 +56,14 @@ _KEYS: dict[str, list[str]] = {
 def _raw(events: Sequence[LlmUsageEvent], *, asks: bool = False) -> pd.DataFrame:
     import pandas as pd
 
+    packed = getattr(events, "columns", None)  # a lab's UsageRows: read the packed columns
     columns: dict[str, list[object]] = {c: [] for c in REQUEST_COLUMNS}
     ask_ids: list[object] = []
-    for e in events:
+    if packed is not None:
+        read = packed()
+        columns = {c: read[c] for c in REQUEST_COLUMNS}
+        ask_ids = read["ask_id"]
+    for e in events if packed is None else ():
         if asks:
             ask_ids.append(e.ask_id)
         columns["run_id"].append(e.run_id)

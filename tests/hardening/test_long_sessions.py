@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
+import pandas as pd
 import pytest
 from pydantic import BaseModel
 
@@ -162,6 +163,27 @@ def test_usage_rows_keep_unknown_tokens_unpriced_requests_odd_run_ids_and_naive_
     for _ in range(TAIL):  # push the odd ones out of the tail of kept objects
         rows.append(usage_event(9))
     assert [rows[i].model_dump() for i in range(len(odd))] == [e.model_dump() for e in odd]
+
+
+@pytest.mark.parametrize("by", ["agent", "run", "model", "ask", "request"])
+def test_usage_frames_read_the_packed_columns_and_equal_the_frames_of_the_events(by: str) -> None:
+    """lab.usage() reads UsageRows column by column (no event rebuilt per row): same frame."""
+
+    class Tagged(LlmUsageEvent):
+        tag: str = "x"
+
+    odd = [
+        usage_event(0, input_tokens=None, output_tokens=None, ok=False),
+        usage_event(1, cost_usd=None, cost_source=None, estimated=True),
+        usage_event(2, run_id="run-7", output_tokens=None),
+        usage_event(3, cache_read_tokens=7),
+        Tagged(**usage_event(4).model_dump()),
+    ]
+    rows = UsageRows()
+    events = [*odd, *(usage_event(n % 7) for n in range(TAIL + 50))]  # past the tail of kept objects
+    for event in events:
+        rows.append(event)
+    pd.testing.assert_frame_equal(usage_frame(rows, by=by), usage_frame(events, by=by))
 
 
 def test_usage_rows_find_one_asks_requests_without_rebuilding_the_session() -> None:
