@@ -45,8 +45,10 @@ __all__ = ["AskCancelledEvent", "AskLedger", "AskState", "TeamGuard"]
 
 log = logging.getLogger("aklab.core")
 
-#: How many asks the ledger remembers (open or ended); older ones are forgotten.
-REMEMBERED_ASKS = 2_000
+#: How many asks the ledger remembers (open or ended); older ones are forgotten. Each
+#: holds its counters (~1 KB); 500 is far more than a session has open at once, and a
+#: long session's ledger fills within 1,500 turns instead of growing for 6,000 (B9).
+REMEMBERED_ASKS = 500
 
 
 class TeamGuard(BaseModel):
