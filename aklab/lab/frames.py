@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from aklab.errors import ConfigError
 from aklab.llm import LlmUsageEvent
@@ -53,19 +53,10 @@ _KEYS: dict[str, list[str]] = {
 }
 
 
-def _raw(events: Sequence[LlmUsageEvent], *, asks: bool = False) -> pd.DataFrame:
-    import pandas as pd
-
-    packed = getattr(events, "columns", None)  # a lab's UsageRows: read the packed columns
-    columns: dict[str, list[object]] = {c: [] for c in REQUEST_COLUMNS}
-    ask_ids: list[object] = []
-    if packed is not None:
-        read = packed()
-        columns = {c: read[c] for c in REQUEST_COLUMNS}
-        ask_ids = read["ask_id"]
-    for e in events if packed is None else ():
-        if asks:
-            ask_ids.append(e.ask_id)
+def _event_columns(events: Sequence[LlmUsageEvent]) -> dict[str, list[Any]]:
+    """The request columns and ``ask_id`` of usage events, one row each."""
+    columns: dict[str, list[Any]] = {c: [] for c in (*REQUEST_COLUMNS, "ask_id")}
+    for e in events:
         columns["run_id"].append(e.run_id)
         columns["agent"].append(e.agent)
         columns["role"].append(e.role)
@@ -81,6 +72,17 @@ def _raw(events: Sequence[LlmUsageEvent], *, asks: bool = False) -> pd.DataFrame
         columns["ok"].append(e.ok)
         columns["started_at"].append(e.started_at)
         columns["duration_s"].append(e.duration_s)
+        columns["ask_id"].append(e.ask_id)
+    return columns
+
+
+def _raw(events: Sequence[LlmUsageEvent], *, asks: bool = False) -> pd.DataFrame:
+    import pandas as pd
+
+    packed = getattr(events, "columns", None)  # a lab's UsageRows: read its packed columns
+    read = packed() if packed is not None else _event_columns(events)
+    columns = {c: read[c] for c in REQUEST_COLUMNS}
+    ask_ids = read["ask_id"]
     frame = pd.DataFrame(columns)
     frame["requests"] = frame["requests"].astype("int64")
     for c in _TOKENS:  # unknown token counts stay <NA>, never a made-up 0

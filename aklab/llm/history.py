@@ -46,6 +46,7 @@ __all__ = [
     "message_chars",
     "plain_run_line",
     "prune_rejected",
+    "reopen",
     "run_starts",
     "shorten",
     "shrink_parts",
@@ -271,9 +272,15 @@ def fold_runs(
     front: list[Any] = [SystemPromptPart(system_prompt)] if system_prompt else []
     front.append(_digest_part(lines, dropped, max_chars))
     if kept and isinstance(kept[0], ModelRequest):
-        first = kept[0]
-        parts = [p for p in first.parts if p.part_kind not in ("tool-return", "retry-prompt", "system-prompt")]
-        kept[0] = dataclasses.replace(first, parts=[*front, *parts])
+        kept[0] = reopen(kept[0], front)
     else:
         kept.insert(0, ModelRequest(parts=front))
     return kept, folded
+
+
+def reopen(first: ModelRequest, front: Sequence[Any] = ()) -> ModelRequest:
+    """The first request kept after a cut, with ``front`` (the system prompt, a digest)
+    before its own parts, less what belonged to the runs cut away: pydantic-ai merges the
+    previous run's tool returns (and retry prompts) into it, and the old system prompt."""
+    parts = [p for p in first.parts if p.part_kind not in ("tool-return", "retry-prompt", "system-prompt")]
+    return dataclasses.replace(first, parts=[*front, *parts])

@@ -69,6 +69,7 @@ from aklab.llm.history import (
     message_chars,
     plain_run_line,
     prune_rejected,
+    reopen,
     run_starts,
     shrink_parts,
 )
@@ -396,17 +397,12 @@ class ReactAgent:
 
     def _keep_from(self, cut: int, head: list[ModelMessage]) -> None:
         kept = self.messages[cut:]
+        system = [SystemPromptPart(self.system_prompt)] if self.system_prompt else []
+        if head and isinstance(head[0], ModelRequest):
+            head[0] = dataclasses.replace(head[0], parts=[*system, *head[0].parts])
+            system = []
         if kept and isinstance(kept[0], ModelRequest):
-            # The cut request may also carry the previous run's tool returns (pydantic-ai
-            # merges them): drop those, and keep the system prompt at the head.
-            first = kept[0]
-            parts = [p for p in first.parts if p.part_kind not in ("tool-return", "retry-prompt", "system-prompt")]
-            kept[0] = dataclasses.replace(first, parts=parts)
-        if self.system_prompt:
-            if head and isinstance(head[0], ModelRequest):
-                head[0] = dataclasses.replace(head[0], parts=[SystemPromptPart(self.system_prompt), *head[0].parts])
-            elif kept and isinstance(kept[0], ModelRequest):
-                kept[0] = dataclasses.replace(kept[0], parts=[SystemPromptPart(self.system_prompt), *kept[0].parts])
+            kept[0] = reopen(kept[0], system)
         self.messages = [*head, *kept]
 
     def compact_sliding(self, *, keep_runs: int) -> int:

@@ -23,11 +23,9 @@ from aklab.llm import ModelConfig
 
 
 @pytest.fixture
-def shell() -> Iterator[InteractiveShell]:
-    ip = InteractiveShell.instance()
-    ip.run_cell("%load_ext aklab")
-    yield ip
-    set_lab(None)
+def shell(shell: InteractiveShell) -> Iterator[InteractiveShell]:
+    """The shared shell (tests/lab/conftest.py), with the %config settings put back after."""
+    yield shell
     for name in ("default_model", "default_team", "default_format", "timeout"):
         setattr(settings(), name, settings().trait_defaults(name))
 

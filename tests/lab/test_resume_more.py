@@ -74,8 +74,9 @@ def _crash_copy(path: Path, copy: Path) -> None:
         dst.close()
 
 
-def test_an_asks_turns_before_the_restart_count_towards_its_limit_after_resume(tmp_path: Path) -> None:
-    path, copy = tmp_path / "events.sqlite3", tmp_path / "crashed.sqlite3"
+def _blocking_model() -> tuple[FunctionModel, threading.Event, threading.Event]:
+    """A model whose turn says it started (``entered``) and then holds until ``release``:
+    the point where the tests copy the store, as a crash would leave it."""
     entered, release = threading.Event(), threading.Event()
 
     def blocked(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -83,8 +84,15 @@ def test_an_asks_turns_before_the_restart_count_towards_its_limit_after_resume(t
         release.wait(WAIT)
         return reply(info, [("@Manager", "response", "too late")])
 
+    return FunctionModel(blocked), entered, release
+
+
+def test_an_asks_turns_before_the_restart_count_towards_its_limit_after_resume(tmp_path: Path) -> None:
+    path, copy = tmp_path / "events.sqlite3", tmp_path / "crashed.sqlite3"
+    blocked, entered, release = _blocking_model()
+
     guard = TeamGuard(max_turns=2)
-    with Lab(_relay(FunctionModel(blocked)), store=path, guard=guard) as lab:
+    with Lab(_relay(blocked), store=path, guard=guard) as lab:
         after = _AfterStore()
         lab.orchestrator.subscribe(after)
         lab.send("What is the answer?")
@@ -299,14 +307,9 @@ class _CancelsStored(EventSubscriber):
 
 def test_messages_of_asks_stopped_before_the_restart_are_not_taken_up_again(tmp_path: Path) -> None:
     path, copy = tmp_path / "events.sqlite3", tmp_path / "crashed.sqlite3"
-    entered, release = threading.Event(), threading.Event()
+    blocked, entered, release = _blocking_model()
 
-    def blocked(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        entered.set()
-        release.wait(WAIT)
-        return reply(info, [("@Manager", "response", "too late")])
-
-    with Lab(_relay(FunctionModel(blocked)), store=path) as lab:
+    with Lab(_relay(blocked), store=path) as lab:
         cancels = _CancelsStored(2)
         lab.orchestrator.subscribe(cancels)  # after the store: what it sees is stored
         lab.send("What is the answer?")
