@@ -39,6 +39,8 @@ log = logging.getLogger("aklab.batch")
 
 #: Seconds past ``timeout_s`` before the driver stops waiting for an attempt.
 GIVE_UP_GRACE = 2.0
+#: How often ``run`` looks for an interrupt while the batch goes on (seconds).
+INTERRUPT_POLL_S = 0.1
 EngineName = Literal["local", "process", "ray"]
 _last: BatchResult | None = None
 
@@ -91,7 +93,11 @@ def run(
             trust=trust,
             progress=progress,
         )
-        started.wait()
+        # Wake now and then: Ctrl-C may be delivered to another thread of the process, and
+        # Python runs its handler (KeyboardInterrupt) only when the main thread runs Python;
+        # a wait without a timeout could then sleep until the whole batch is over.
+        while not started.wait(INTERRUPT_POLL_S):
+            pass
     except KeyboardInterrupt:
         # The interrupt may land inside start(), once the driver runs but before it returns.
         running = started or _last

@@ -62,8 +62,10 @@ def test_cancel_from_another_thread_stops_all_work_within_two_seconds(engine: st
     result.cancel()  # a second cancel, after the end, is harmless
 
 
-@pytest.mark.parametrize("engine", ENGINES)
-def test_an_interrupt_in_the_caller_cancels_the_batch_and_re_raises(engine: str) -> None:
+@pytest.mark.parametrize(("engine", "to_a_worker_thread"), [*((e, False) for e in ENGINES), ("local", True)])
+def test_an_interrupt_in_the_caller_cancels_the_batch_and_re_raises(engine: str, to_a_worker_thread: bool) -> None:
+    """Ctrl-C reaches the process; the kernel may hand it to any thread (``to_a_worker_thread``:
+    the progress callback's own, not the one waiting in ``batch.run``)."""
     watch = _WhenRunning(count=2)
     interrupted: list[float] = []
 
@@ -71,7 +73,10 @@ def test_an_interrupt_in_the_caller_cancels_the_batch_and_re_raises(engine: str)
         watch(state)
         if watch.ready.is_set() and not interrupted:
             interrupted.append(time.monotonic())
-            os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C or the notebook's stop button sends
+            if to_a_worker_thread:
+                signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+            else:
+                os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C or the notebook's stop button sends
 
     with pytest.raises(KeyboardInterrupt):
         batch.run(
