@@ -366,22 +366,15 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         from pydantic_ai.messages import ModelMessagesTypeAdapter
 
         history = self._react_agent.messages
-        before = self._snapshotted
-        # Send the history from the first message that differs from the last snapshot: a turn
-        # appends (and pydantic-ai may fold a run's closing tool returns into the next run's
-        # first request); a compaction, cut or clear changes earlier messages. Equal prefixes
-        # compare cheaply (the same objects, or equal values), and nothing is serialized twice.
-        start, limit = 0, min(len(history), len(before))
-        while start < limit and (history[start] is before[start] or history[start] == before[start]):
-            start += 1
-        new = history[start:]
+        start, refs, new = _history_change(self._snapshotted, history)
         self._snapshotted = list(history)
         self.notify_event(
             AgentSnapshotEvent(
                 agent=self.config.name,
                 agent_id=self.myAddress.agent_id,
                 start=start,
-                messages=ModelMessagesTypeAdapter.dump_python(list(new), mode="json"),
+                refs=refs,
+                messages=ModelMessagesTypeAdapter.dump_python(new, mode="json"),
                 state=self.state.model_dump(mode="json"),
             )
         )
@@ -574,3 +567,29 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
             return self._react_agent.budget.summary(self.config.name)
         events = [m.event for m in self._orchestrator_proxy().get_events(LlmUsageEvent)]
         return aggregate_usage(events, agent=self.config.name, by_run=by_run)
+
+
+def _history_change(before: list[Any], history: list[Any]) -> tuple[int, list[int], list[Any]]:
+    """How ``history`` differs from ``before`` (see ``AgentSnapshotEvent``): ``(start, [], new)``
+    when it only appends after a common prefix, else ``(0, refs, new)``.
+
+    Equal prefixes compare cheaply (the same objects, or equal values). After them, a
+    message of ``before`` is found again by identity: a turn merges the previous run's
+    closing request into its first one (shifting what follows), and a digest fold replaces
+    the first message and drops old turns, keeping the rest as they were."""
+    start, limit = 0, min(len(history), len(before))
+    while start < limit and (history[start] is before[start] or history[start] == before[start]):
+        start += 1
+    if start == len(history) or start == len(before):
+        return start, [], list(history[start:])
+    where = {id(m): i for i, m in enumerate(before) if i >= start}
+    refs = list(range(start))
+    new: list[Any] = []
+    for message in history[start:]:
+        i = where.get(id(message), -1)
+        if i < 0:
+            new.append(message)
+        refs.append(i)
+    if len(new) == len(history) - start:  # nothing found again: the plain form is shorter
+        return start, [], new
+    return 0, refs, new

@@ -48,9 +48,14 @@ class AgentBusyEvent(BaseModel):
 
 class AgentSnapshotEvent(BaseModel):
     """What a resume needs of an agent after a turn (recorded only when the team keeps an
-    event store): its model history from position ``start`` on (the history is the previous
-    snapshot's first ``start`` messages followed by ``messages``; 0 after a compaction or
-    ``/clear``) and its state (the context-update baseline among it)."""
+    event store): its model history as a change to the previous snapshot's, and its state
+    (the context-update baseline among it).
+
+    The history is ``refs`` read in order, each the position of a message of the previous
+    snapshot's history, or -1 for the next of ``messages`` (the messages it did not have).
+    Without ``refs``: the previous history's first ``start`` messages, then ``messages``.
+    Only new messages are serialized: a turn adds a few, and a compaction that folds old
+    turns into a digest replaces the first message and drops some, but keeps the rest."""
 
     aklab_log_limit: ClassVar[int] = 1  # the store keeps them all; memory only the last
 
@@ -58,4 +63,18 @@ class AgentSnapshotEvent(BaseModel):
     agent_id: str
     start: int = 0
     messages: list[dict[str, Any]] = Field(default_factory=list)
+    refs: list[int] = Field(default_factory=list)
     state: dict[str, Any] = Field(default_factory=dict)
+
+    def history(self, previous: list[Any]) -> list[Any]:
+        """The history this snapshot describes, given the previous one's (items of any kind)."""
+        if not self.refs:
+            return [*previous[: self.start], *self.messages]
+        new = iter(self.messages)
+        try:
+            return [next(new) if ref < 0 else previous[ref] for ref in self.refs]
+        except (StopIteration, IndexError):
+            raise ValueError(
+                f"snapshot of {self.agent} refers to messages it does not have "
+                f"({len(self.refs)} refs, {len(self.messages)} messages, {len(previous)} before)"
+            ) from None

@@ -191,7 +191,7 @@ def load_team(store: EventStore, team: str | None = None) -> StoredTeam:
             event = record.event
             if isinstance(event, AgentSnapshotEvent) and event.agent_id in members:
                 snap = members[event.agent_id]
-                snap.messages = [*snap.messages[: event.start], *event.messages]
+                snap.messages = event.history(snap.messages)
                 snap.state = event.state
             elif isinstance(event, LlmUsageEvent):
                 usage.append(event)
