@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ValidationError
-from pydantic_core import to_jsonable_python
+from pydantic_core import PydanticSerializationError, to_json, to_jsonable_python
 
 from aklab.core import ActorAddress, EventMessage, Message, OrchestratorMessage
 from aklab.secrets import REDACTED, redact
@@ -110,7 +110,7 @@ def class_path(klass: type) -> str:
 
 def encode(record: OrchestratorMessage, team_id: str) -> Row:
     """The row for ``record`` (payload redacted)."""
-    fields = {name: _value(getattr(record, name, None)) for name in type(record).model_fields}
+    fields = {name: _wrapped(getattr(record, name, None)) for name in type(record).model_fields}
     payload = {"v": PAYLOAD_VERSION, "type": class_path(type(record)), "fields": fields}
     sender, recipient = record.sender, record.recipient
     created = record.created_at
@@ -133,17 +133,40 @@ def encode(record: OrchestratorMessage, team_id: str) -> Row:
 
 
 def _payload_text(payload: dict[str, Any]) -> str:
-    """The payload as JSON, scrubbed. Most payloads hold nothing to redact: one ``redact``
-    over the whole text finds that (a secret or header in any string is in the text too),
-    and only a payload where it finds something, or a credential-named key, or a NaN, is
-    walked string by string (which is what is stored then)."""
+    """The payload as JSON, scrubbed. pydantic-core writes it in one call (models and
+    dataclasses in it included: twice as fast as dumping them to dicts and those to JSON;
+    NaN and infinities as null). Most payloads hold nothing to redact: one ``redact`` over
+    the whole text finds that (a secret or header in any string is in the text too), and
+    only a payload where it finds something, or a credential-named key, is walked string
+    by string (which is what is stored then)."""
     try:
-        text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    except ValueError:  # NaN or infinity: scrub makes them null
-        text = None
-    if text is not None and redact(text) == text and not _credential_key(text):
+        text = to_json(payload, by_alias=False, fallback=_fallback, serialize_as_any=True, inf_nan_mode="null").decode()
+    except PydanticSerializationError:  # a value pydantic cannot write even with the fallback: field by field
+        text = json.dumps(_plain(payload), ensure_ascii=False, separators=(",", ":"), default=str)
+    if redact(text) == text and not _credential_key(text):
         return text
-    return json.dumps(scrub(payload), ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(scrub(json.loads(text)), ensure_ascii=False, separators=(",", ":"))
+
+
+def _wrapped(value: Any) -> Any:
+    """A field value ready for ``to_json``: a model or dataclass tagged with its class."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, ActorAddress):
+        return value.to_dict()
+    if isinstance(value, BaseModel) or (dataclasses.is_dataclass(value) and not isinstance(value, type)):
+        return {"$type": class_path(type(value)), "$data": value}
+    return value
+
+
+def _plain(payload: dict[str, Any]) -> dict[str, Any]:
+    """``payload`` with every field dumped on its own (the slow path, for odd values)."""
+    fields = {name: _value(v["$data"] if _tagged(v) else v) for name, v in payload["fields"].items()}
+    return {**payload, "fields": fields}
+
+
+def _tagged(value: Any) -> bool:
+    return isinstance(value, dict) and "$data" in value and not isinstance(value["$data"], dict | list)
 
 
 def _message_id(record: OrchestratorMessage) -> str | None:

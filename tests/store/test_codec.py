@@ -76,3 +76,31 @@ def test_rows_never_import_modules_outside_aklab() -> None:
 )
 def test_the_fast_credential_key_check_finds_what_the_regex_finds(text: str) -> None:
     assert _codec._credential_key(text) == (_codec._CREDENTIAL_IN_JSON.search(text) is not None)
+
+
+def test_pydantic_core_writes_the_payload_in_one_call_and_odd_values_still_get_stored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    slow: list[object] = []
+    plain = _codec._plain
+    monkeypatch.setattr(_codec, "_plain", lambda payload: slow.append(payload) or plain(payload))
+    for record in (sent("hello", "ask1"), usage(input_tokens=3)):
+        fast = json.loads(encode(record, "team").payload)
+        assert decode(fast).model_dump() == record.model_dump()
+    assert slow == []  # the common records never take the field-by-field path
+
+    class Unwritable:
+        """A value whose own serializer fails: pydantic-core gives up on the whole payload."""
+
+    from pydantic import BaseModel, field_serializer
+
+    class Odd(BaseModel):
+        model_config = {"arbitrary_types_allowed": True}
+        thing: Unwritable
+
+        @field_serializer("thing")
+        def _thing(self, value: Unwritable) -> str:
+            raise ValueError("cannot write this")
+
+    row = encode(EventMessage(sender=MANAGER, event=Odd(thing=Unwritable())), "team")
+    assert len(slow) == 1 and json.loads(row.payload)["fields"]["event"]["$data"]["$repr"].startswith("Odd(")
