@@ -116,6 +116,7 @@ class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
             ref=self.actor_ref,
         )
         self.current_message: Message | None = None
+        self._recording = False  # inside _dispatch_recorded: records made now are within_handling
         self.mailbox.on_tagged = self.on_cancel_arrived
 
     # -- pykka wiring ---------------------------------------------------------------
@@ -214,7 +215,7 @@ class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
                 if self._withdrawn(message):
                     self._notify(HandledMessage(message_id=message.id, ask_id=message.ask_id))
                     return
-                if self._system is not None and self._system.persist:
+                if self._system is not None and self._system.persist and not self.is_user_proxy:
                     self._dispatch_recorded(message)
                 else:
                     self._dispatch(message)
@@ -228,11 +229,15 @@ class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
             self._ended(message)
 
     def _dispatch_recorded(self, message: Message) -> None:
-        """Dispatch between two records, so that a resume knows what was finished."""
-        self._notify(DispatchedMessage(message_id=message.id, ask_id=message.ask_id))
+        """Dispatch, then record its end, so that a resume knows what was finished. The
+        records made meanwhile are marked ``within_handling``: a store commits them with the
+        end, in one transaction (a person's inbox records nothing: its messages are kept
+        as sent, and a resume never delivers them again)."""
+        self._recording = True
         try:
             self._dispatch(message)
         finally:  # an error is an end too: a resume must not repeat a failure
+            self._recording = False
             self._notify(DispatchedMessage(message_id=message.id, ask_id=message.ask_id, done=True))
 
     def _dispatch(self, message: Message) -> None:
@@ -285,7 +290,8 @@ class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
 
     def _on_mailbox_removed(self, message: Any) -> None:
         if isinstance(message, Message):
-            self._notify(HandledMessage(message_id=message.id, ask_id=message.ask_id))
+            during = self.current_message.id if self.current_message is not None else None
+            self._notify(HandledMessage(message_id=message.id, ask_id=message.ask_id, during=during))
         self._ended(message)
 
     def _withdrawn(self, message: Message) -> bool:
@@ -348,6 +354,8 @@ class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
             current = self.current_message
             if current is not None:
                 record.ask_id = current.ask_id
+        if self._recording:
+            record._within_handling = True
         if self._log is not None:
             self._log.record(record)
             return

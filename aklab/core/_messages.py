@@ -11,7 +11,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SerializeAsAny
 
 from aklab.core._address import ActorAddress
 
@@ -61,6 +61,14 @@ class CancelMessage(Message):
 class OrchestratorMessage(Message):
     """A record about the team, fanned out by the orchestrator to its subscribers."""
 
+    _within_handling: bool = PrivateAttr(default=False)
+    """Made by an actor while it handled a message whose end it records (a
+    ``DispatchedMessage(done=True)`` follows): an event store may commit it with that end."""
+
+    @property
+    def within_handling(self) -> bool:
+        return self._within_handling
+
 
 class SentMessage(OrchestratorMessage):
     """``sender`` sent ``message`` to ``recipient``."""
@@ -86,12 +94,16 @@ class HandledMessage(OrchestratorMessage):
     """A queued message was consumed without being dispatched (absorbed or purged)."""
 
     message_id: str
+    during: str | None = None
+    """The id of the message its consumer was handling (its run read this one), or None
+    (withdrawn unread before it was handled)."""
 
 
 class DispatchedMessage(OrchestratorMessage):
-    """A queued message was taken for handling (``done=False``) and its handler returned
-    (``done=True``). Recorded only when the team keeps an event store: a resume re-delivers
-    every message whose handling never finished, so each is handled to the end once."""
+    """A message's handler returned (``done=True``; ``done=False``, taken for handling, is
+    only found in stores written by earlier versions). Recorded only when the team keeps an
+    event store: a resume re-delivers every message whose handling never finished, so each
+    is handled to the end once."""
 
     message_id: str
     done: bool = False

@@ -129,7 +129,7 @@ def pick_team(store: EventStore, team: str | None) -> TeamInfo:
 def load_team(store: EventStore, team: str | None = None) -> StoredTeam:
     """Fold the stored records of ``team`` (an id, an id prefix or a name; None: the latest)."""
     from aklab.agent import AgentMessage, AgentSnapshotEvent
-    from aklab.core import DispatchedMessage, EventMessage, SentMessage, StartMessage
+    from aklab.core import DispatchedMessage, EventMessage, HandledMessage, SentMessage, StartMessage
     from aklab.llm import LlmUsageEvent
     from aklab.tools.planning import PlanningTaskEvent
 
@@ -179,10 +179,12 @@ def load_team(store: EventStore, team: str | None = None) -> StoredTeam:
                 finished.add(row.message_id)
                 if row.sender_id:
                     handling.pop(row.sender_id, None)
-            elif row.sender_id:
+            elif row.sender_id:  # taken for handling: recorded by earlier versions only
                 handling[row.sender_id] = row.message_id
         elif kind == "HandledMessage" and row.message_id:
-            consumed[row.message_id] = handling.get(row.sender_id or "")
+            record = row.message()
+            during = record.during if isinstance(record, HandledMessage) else None
+            consumed[row.message_id] = during or handling.get(row.sender_id or "")
         elif kind == "EventMessage" and row.event_type == "AskCancelledEvent" and row.ask_id:
             cancelled.add(row.ask_id)
         elif kind == "EventMessage" and row.event_type in ("AgentSnapshotEvent", "LlmUsageEvent", "PlanningTaskEvent"):

@@ -115,6 +115,19 @@ class EventStore(ABC):
         """Store ``record`` for ``team_id``; durable when this returns. Returns its ``seq``.
         Raises :class:`StoreError` (with the cause) if it could not be stored."""
 
+    def append_later(self, record: OrchestratorMessage, team_id: str) -> None:
+        """Queue ``record`` for ``team_id``: it is written, in order and in one transaction
+        with whatever else is queued, by the next :meth:`append`, :meth:`flush`, read or
+        :meth:`close` of this store object. A crash may lose the queued records, never
+        one without the records queued after it, so what is stored is always a prefix of
+        what was appended. Raises :class:`StoreError` if the store cannot be written.
+
+        The default (for stores that do not group commits) writes it at once."""
+        self.append(record, team_id)
+
+    def flush(self) -> None:  # noqa: B027 (a store that queues nothing has nothing to write)
+        """Write the records queued by :meth:`append_later` (durable when this returns)."""
+
     @abstractmethod
     def records(
         self,

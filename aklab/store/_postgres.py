@@ -30,7 +30,7 @@ from aklab.store._base import (
     check_kinds,
     check_team_id,
 )
-from aklab.store._codec import encode, scrub
+from aklab.store._codec import Row, encode, scrub
 from aklab.store._sqlite import _order, _record, _where
 
 if TYPE_CHECKING:
@@ -83,6 +83,9 @@ _COLUMNS = (
     "recipient, recipient_id, created_at, payload"
 )
 _INSERT = f"INSERT INTO events ({_COLUMNS}) VALUES ({', '.join(['%s'] * 12)}, %s::json) RETURNING seq"
+_INSERT_MANY = _INSERT.removesuffix(" RETURNING seq")
+#: ``append_later`` writes the queue itself once it holds this many records.
+MAX_PENDING = 512
 _TOUCH_TEAM = (
     "INSERT INTO teams (team_id, created_at, last_activity) VALUES (%s, %s, %s) "
     "ON CONFLICT (team_id) DO UPDATE SET last_activity = GREATEST(teams.last_activity, excluded.last_activity)"
@@ -122,6 +125,8 @@ class PostgresStore(EventStore):
         self.location = postgres_location(dsn) + (f" (schema {schema})" if schema else "")
         self.read_only: str | None = None
         self._lock = threading.Lock()
+        self._pending: list[Row] = []  # queued by append_later, under self._queue_lock
+        self._queue_lock = threading.Lock()
         try:
             self._conn: psycopg.Connection[Any] | None = psycopg.connect(
                 dsn, autocommit=True, connect_timeout=max(1, round(connect_timeout))
@@ -166,19 +171,65 @@ class PostgresStore(EventStore):
 
     # -- writing --------------------------------------------------------------------------
     def append(self, record: OrchestratorMessage, team_id: str) -> int:
-        import psycopg
-
         row = encode(record, check_team_id(team_id))
         with self._lock:
-            conn = self._db()
-            try:
-                with conn.transaction():
-                    fetched = conn.execute(_INSERT, row).fetchone()
-                    conn.execute(_TOUCH_TEAM, (row.team_id, row.created_at, row.created_at))
-            except psycopg.Error as exc:
-                raise self._wrap(exc, "append") from exc
+            seq = self._write(row)
+        assert seq is not None
+        return seq
+
+    def append_later(self, record: OrchestratorMessage, team_id: str) -> None:
+        row = encode(record, check_team_id(team_id))
+        with self._queue_lock:  # not self._lock: queueing never waits for a commit in progress
+            self._pending.append(row)
+            full = len(self._pending) >= MAX_PENDING
+        if full:
+            self.flush()
+
+    def flush(self) -> None:
+        with self._lock:
+            self._write(None)
+
+    def _write(self, row: Row | None) -> int | None:
+        """Write the queued rows and ``row`` in one transaction (under ``self._lock``, which
+        orders the batches)."""
+        import psycopg
+
+        with self._queue_lock:
+            rows, self._pending = self._pending, []
+        if row is not None:
+            rows.append(row)
+        if not rows:
+            return None
+        conn = self._db()
+        fetched = None
+        try:
+            with conn.transaction():
+                with conn.cursor() as cur:
+                    if len(rows) > 1:
+                        cur.executemany(_INSERT_MANY, rows[:-1])
+                    fetched = cur.execute(_INSERT, rows[-1]).fetchone()
+                    latest: dict[str, datetime] = {}
+                    for r in rows:
+                        latest[r.team_id] = max(r.created_at, latest.get(r.team_id, r.created_at))
+                    for team, when in latest.items():
+                        cur.execute(_TOUCH_TEAM, (team, when, when))
+        except psycopg.Error as exc:
+            if row is not None:
+                rows.pop()  # the caller is told: not stored
+            with self._queue_lock:  # kept: written by the next try, before anything newer
+                self._pending[:0] = rows
+            raise self._wrap(exc, "append") from exc
         assert fetched is not None
-        return int(fetched[0])
+        return int(fetched[0]) if row is not None else None
+
+    def _flush_for_reading(self) -> None:
+        """Before a read (under ``self._lock``): what this process appended is readable. A
+        write that fails here is reported to the writer by its next append, not to the reader."""
+        if self._pending and self._conn is not None:
+            try:
+                self._write(None)
+            except StoreError:
+                pass
 
     def save_team(self, team_id: str, *, name: str, metadata: dict[str, Any] | None = None) -> None:
         import json
@@ -215,6 +266,7 @@ class PostgresStore(EventStore):
         where, args = _where(team_id, since, until, check_kinds(kinds), ask_id, before, mark="%s", ids=ids)
         query = f"SELECT seq, {_COLUMNS} FROM events{where}{_order(limit, newest)}"
         with self._lock:
+            self._flush_for_reading()
             try:
                 rows = self._db().execute(query.encode(), args).fetchall()
             except psycopg.Error as exc:
@@ -226,6 +278,7 @@ class PostgresStore(EventStore):
 
         query = "SELECT team_id, name, created_at, last_activity, metadata FROM teams ORDER BY last_activity DESC"
         with self._lock:
+            self._flush_for_reading()
             try:
                 rows = self._db().execute(query).fetchall()
             except psycopg.Error as exc:
@@ -234,6 +287,7 @@ class PostgresStore(EventStore):
 
     def close(self) -> None:
         with self._lock:
+            self._flush_for_reading()
             conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()

@@ -19,6 +19,7 @@ A file that cannot be written (read-only file or file system) is opened read-onl
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sqlite3
@@ -55,6 +56,11 @@ DEFAULT_STORE_FILE = "events.sqlite3"
 #: before the log reports it as a stuck subscriber.
 BUSY_TIMEOUT = 1.0
 _READ_CHUNK = 1_000
+#: ``append_later`` writes the queue itself once it holds this many records.
+MAX_PENDING = 512
+#: Rows per INSERT statement (13 values each, within SQLite's 32,766 variables since 3.32;
+#: 999 before: see _ROWS_PER_STATEMENT's use).
+_ROWS_PER_STATEMENT = 1_000 if sqlite3.sqlite_version_info >= (3, 32) else 76
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS events (
@@ -75,7 +81,9 @@ CREATE TABLE IF NOT EXISTS events (
 );
 CREATE INDEX IF NOT EXISTS events_team ON events (team_id, seq);
 CREATE INDEX IF NOT EXISTS events_ask ON events (ask_id) WHERE ask_id IS NOT NULL;
-CREATE INDEX IF NOT EXISTS events_kind ON events (kind, event_type);
+-- No index on kind: the kinds filter (kind IN (...) OR event_type IN (...)) could not use
+-- one, and every index is written by every commit.
+DROP INDEX IF EXISTS events_kind;
 CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events
     BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
 CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events
@@ -87,12 +95,13 @@ CREATE TABLE IF NOT EXISTS teams (
     last_activity TEXT NOT NULL,
     metadata TEXT NOT NULL DEFAULT '{{}}'
 );
-CREATE TRIGGER IF NOT EXISTS events_touch_team AFTER INSERT ON events
+-- A team's row exists as soon as it has a record; its last activity is read from its
+-- newest record (teams()), not written by every commit.
+DROP TRIGGER IF EXISTS events_touch_team;
+CREATE TRIGGER IF NOT EXISTS events_new_team AFTER INSERT ON events
     BEGIN
         INSERT OR IGNORE INTO teams (team_id, created_at, last_activity)
             VALUES (NEW.team_id, NEW.created_at, NEW.created_at);
-        UPDATE teams SET last_activity = NEW.created_at
-            WHERE team_id = NEW.team_id AND last_activity < NEW.created_at;
     END;
 CREATE TABLE IF NOT EXISTS aklab_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 INSERT OR IGNORE INTO aklab_meta (key, value) VALUES ('schema_version', '{SCHEMA_VERSION}');
@@ -164,6 +173,8 @@ class SqliteStore(EventStore):
         """Why the store cannot be written (None if it can)."""
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
+        self._pending: list[Row] = []  # queued by append_later, under self._queue_lock
+        self._queue_lock = threading.Lock()
         self._check_header()
         self._conn = self._open()
         if verify:
@@ -298,27 +309,77 @@ class SqliteStore(EventStore):
         row = encode(record, check_team_id(team_id))
         return self._insert(row)
 
-    def _insert(self, row: Row) -> int:
+    def append_later(self, record: OrchestratorMessage, team_id: str) -> None:
+        row = encode(record, check_team_id(team_id))  # now, on the maker's thread: the values as they are
+        self._writable()
+        with self._queue_lock:  # not self._lock: queueing never waits for a commit in progress
+            self._pending.append(row)
+            full = len(self._pending) >= MAX_PENDING
+        if full:
+            self.flush()
+
+    def flush(self) -> None:
+        with self._lock:
+            self._write(None)
+
+    def _writable(self) -> None:
         if self.read_only is not None:
             raise StoreError(f"event store {self.path} is read-only ({self.read_only}): records are not stored")
-        created = _iso(row.created_at)
+
+    def _insert(self, row: Row) -> int:
+        self._writable()
         with self._lock:
-            conn = self._db()
-            try:
-                # One statement, its own transaction (autocommit): the row and, by the
-                # events_touch_team trigger, the team's last_activity, committed together.
-                # One call instead of BEGIN/INSERT/UPDATE/COMMIT: each call lets go of the
-                # GIL, and with every member appending, those handovers were most of the cost.
-                seq = conn.execute(_INSERT, (*row[:11], created, row.payload)).lastrowid
-            except sqlite3.Error as exc:
-                if conn.in_transaction:
-                    try:
-                        conn.execute("ROLLBACK")
-                    except sqlite3.Error:
-                        pass
-                raise self._wrap(exc, "append") from exc
+            seq = self._write(row)
         assert seq is not None
         return seq
+
+    def _write(self, row: Row | None) -> int | None:
+        """Write the queued rows and ``row`` (under ``self._lock``, which orders the batches:
+        each is taken from the queue and written before the next is taken); the seq of ``row``.
+
+        One INSERT statement for them all, in autocommit: SQLite runs a statement as its own
+        transaction, so they are committed together, with each row's trigger. The sqlite3
+        module lets go of the GIL around every statement step; while another member is
+        running Python, taking it back can wait the interpreter's switch interval (5 ms), so
+        a flush makes as few calls as it can: one (an ``executemany`` or an explicit
+        BEGIN/COMMIT would make one per row and two more)."""
+        with self._queue_lock:
+            rows, self._pending = self._pending, []
+        if row is not None:
+            rows.append(row)
+        if not rows:
+            return None
+        conn = self._db()
+        try:
+            if len(rows) <= _ROWS_PER_STATEMENT:
+                seq = conn.execute(_insert_sql(len(rows)), _all_params(rows)).lastrowid
+            else:  # more than one statement's worth: one transaction
+                conn.execute("BEGIN IMMEDIATE")
+                for cut in range(0, len(rows), _ROWS_PER_STATEMENT):
+                    chunk = rows[cut : cut + _ROWS_PER_STATEMENT]
+                    seq = conn.execute(_insert_sql(len(chunk)), _all_params(chunk)).lastrowid
+                conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if conn.in_transaction:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+            if row is not None:
+                rows.pop()  # the caller is told: not stored
+            with self._queue_lock:  # kept: written by the next try, before anything newer
+                self._pending[:0] = rows
+            raise self._wrap(exc, "append") from exc
+        return seq if row is not None else None
+
+    def _flush_for_reading(self) -> None:
+        """Before a read (under ``self._lock``): what this process appended is readable. A
+        write that fails here is reported to the writer by its next append, not to the reader."""
+        if self._pending and self._conn is not None:
+            try:
+                self._write(None)
+            except StoreError:
+                pass
 
     def save_team(self, team_id: str, *, name: str, metadata: dict[str, Any] | None = None) -> None:
         from aklab.store._codec import scrub
@@ -353,6 +414,7 @@ class SqliteStore(EventStore):
         where, args = _where(team_id, since, until, check_kinds(kinds), ask_id, before, ids=(record_id, message_id))
         sql = f"SELECT seq, {_COLUMNS} FROM events{where}{_order(limit, newest)}"
         with self._lock:
+            self._flush_for_reading()
             try:
                 rows = self._db().execute(sql, args).fetchall()
             except sqlite3.Error as exc:
@@ -363,8 +425,13 @@ class SqliteStore(EventStore):
             raise self._corrupt(f"a record cannot be read back: {exc}") from exc
 
     def teams(self) -> list[TeamInfo]:
-        sql = "SELECT team_id, name, created_at, last_activity, metadata FROM teams ORDER BY last_activity DESC"
+        sql = (
+            "SELECT team_id, name, created_at, max(last_activity, coalesce((SELECT created_at FROM events e "
+            "WHERE e.team_id = t.team_id ORDER BY seq DESC LIMIT 1), '')) AS last, metadata "
+            "FROM teams t ORDER BY last DESC"
+        )
         with self._lock:
+            self._flush_for_reading()
             try:
                 rows = self._db().execute(sql).fetchall()
             except sqlite3.Error as exc:
@@ -376,6 +443,7 @@ class SqliteStore(EventStore):
 
     def close(self) -> None:
         with self._lock:
+            self._flush_for_reading()
             conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()  # the last connection checkpoints the WAL into the file
@@ -389,6 +457,20 @@ class SqliteStore(EventStore):
         from aklab.store._recover import recover
 
         return recover(cls, Path(path))
+
+
+@functools.lru_cache(maxsize=64)
+def _insert_sql(rows: int) -> str:
+    """An INSERT of ``rows`` rows (one statement: SQLite caches its plan by its text)."""
+    return _INSERT + ", (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)" * (rows - 1)
+
+
+def _params(row: Row) -> tuple[Any, ...]:
+    return (*row[:11], _iso(row.created_at), row.payload)
+
+
+def _all_params(rows: list[Row]) -> list[Any]:
+    return [value for row in rows for value in _params(row)]
 
 
 def _is_read_only(exc: sqlite3.Error) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -14,13 +15,25 @@ __all__ = ["StoreSubscriber"]
 
 log = logging.getLogger("aklab.store")
 
+#: A member's records made while it handles a message are committed together when it is
+#: done, unless the first of them waited this long (a model call in between): then at once.
+GROUP_WINDOW = 0.05
+
 
 class StoreSubscriber(EventSubscriber):
     """Appends every record of one team to ``store``, on the thread that made it.
 
-    The team log calls ``on_message`` synchronously, so a record is committed before the
-    member that made it goes on with its next message. Transient events (streamed partial
-    text: the full text arrives in the ``SentMessage``) are not stored.
+    The team log calls ``on_message`` synchronously, on the thread that made the record.
+    Records a member makes while it handles a message (``within_handling``) are queued and
+    committed in one transaction with the record of its end (``DispatchedMessage``), so
+    they are durable before it takes its next message; any other record is committed at
+    once, with everything queued before it. A
+    record that arrives ``GROUP_WINDOW`` seconds or more after the oldest queued one (a model
+    call in between, a slow tool) commits the queue at once too: on a real model each
+    call's usage is stored as it comes. A crash loses at most the records of turns in
+    progress, whose messages a resume delivers again (their handling never finished), and
+    the store always holds a prefix of the team's records. Transient events (streamed
+    partial text: the full text arrives in the ``SentMessage``) are not stored.
 
     A store failure (read-only or full disk, a lock held too long, a lost connection)
     never reaches the actor: the subscriber logs ONE warning on the ``aklab.store`` logger,
@@ -45,6 +58,7 @@ class StoreSubscriber(EventSubscriber):
         self.dropped = 0
         self.last_seq: int | None = None
         self._lock = threading.Lock()
+        self._queued_since: float | None = None  # when the oldest queued record was queued
         read_only = getattr(store, "read_only", None)
         if read_only:
             self._fail(f"the store is read-only ({read_only})", None)
@@ -57,14 +71,42 @@ class StoreSubscriber(EventSubscriber):
         if self.failed is not None:
             self.dropped += 1
             return
+        later = self._later(message)
         try:
-            seq = self.store.append(message, self.team_id)
+            if later:
+                self.store.append_later(message, self.team_id)
+            else:
+                seq = self.store.append(message, self.team_id)
         except Exception as exc:  # never into the actor: the team goes on in memory
             self.dropped += 1
             self._fail(str(exc), message)
             return
         self.stored += 1
-        self.last_seq = seq
+        if not later:
+            self.last_seq = seq
+
+    def _later(self, message: OrchestratorMessage) -> bool:
+        """Whether ``message`` may wait in the store's queue (see the class docstring)."""
+        if not message.within_handling:
+            self._queued_since = None
+            return False
+        now = time.monotonic()
+        with self._lock:
+            if self._queued_since is None:
+                self._queued_since = now
+            elif now - self._queued_since >= GROUP_WINDOW:
+                self._queued_since = None
+                return False
+            return True
+
+    def flush(self) -> None:
+        """Commit the queued records now (reads and ``close`` of the store do it too)."""
+        if self.failed is not None:
+            return
+        try:
+            self.store.flush()
+        except Exception as exc:  # never into the actor: the team goes on in memory
+            self._fail(str(exc), None)
 
     def _fail(self, reason: str, record: OrchestratorMessage | None) -> None:
         with self._lock:

@@ -265,3 +265,38 @@ def test_records_page_forwards_and_backwards(store: EventStore) -> None:
     assert [r.seq for r in store.records(team, before=seqs[7], limit=3, newest=True)] == seqs[4:7]
     assert [r.seq for r in store.records(team, before=seqs[2])] == seqs[:2]
     assert store.records(team, limit=0) == []
+
+
+def test_queued_records_are_written_in_order_with_the_next_append_and_one_transaction(
+    make_store: Callable[[], EventStore],
+) -> None:
+    store, other = make_store(), make_store()
+    team = new_team_id()
+    store.append_later(sent("first"), team)
+    store.append_later(usage(input_tokens=3), team)
+    assert other.records(team) == []  # queued: not in the database yet
+    seq = store.append(sent("third"), team)  # ...written with this one, before it
+    rows = other.records(team)
+    assert [r.kind for r in rows] == ["SentMessage", "EventMessage", "SentMessage"]
+    assert rows[-1].seq == seq and [r.seq for r in rows] == sorted(r.seq for r in rows)
+    store.append_later(sent("fourth"), team)
+    store.flush()
+    assert [r.message().message.content for r in other.records(team, kinds=["SentMessage"])] == [  # type: ignore[attr-defined]
+        "first",
+        "third",
+        "fourth",
+    ]
+
+
+def test_a_reader_of_the_same_store_sees_its_queued_records(store: EventStore) -> None:
+    team = new_team_id()
+    store.append_later(sent("queued"), team)
+    assert [r.kind for r in store.records(team)] == ["SentMessage"]
+    assert [t.team_id for t in store.teams()] == [team]
+
+
+def test_closing_writes_the_queue(make_store: Callable[[], EventStore]) -> None:
+    store, team = make_store(), new_team_id()
+    store.append_later(sent("queued"), team)
+    store.close()
+    assert len(make_store().records(team)) == 1

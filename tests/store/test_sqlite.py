@@ -275,14 +275,20 @@ def test_a_store_locked_by_another_process_fails_the_subscriber_not_the_actor(
     store.close()
 
 
-def test_a_file_made_before_the_touch_trigger_gets_it_and_keeps_last_activity_current(tmp_path: Path) -> None:
+def test_a_file_made_with_the_old_touch_trigger_drops_it_and_keeps_last_activity_current(tmp_path: Path) -> None:
     path, team = tmp_path / "events.sqlite3", new_team_id()
     with SqliteStore(path) as store:
         first = sent("first")
         store.append(first, team)
     conn = sqlite3.connect(path)
-    try:
-        conn.execute("DROP TRIGGER events_touch_team")  # as aklab wrote its files before it
+    try:  # as aklab wrote its files before: a trigger updating the team row on every insert
+        conn.execute("DROP TRIGGER events_new_team")
+        conn.execute(
+            "CREATE TRIGGER events_touch_team AFTER INSERT ON events BEGIN "
+            "INSERT OR IGNORE INTO teams (team_id, created_at, last_activity) "
+            "VALUES (NEW.team_id, NEW.created_at, NEW.created_at); "
+            "UPDATE teams SET last_activity = NEW.created_at WHERE team_id = NEW.team_id; END"
+        )
         conn.commit()
     finally:
         conn.close()
@@ -290,4 +296,6 @@ def test_a_file_made_before_the_touch_trigger_gets_it_and_keeps_last_activity_cu
     later.created_at = first.created_at.replace(year=first.created_at.year + 1)
     with SqliteStore(path) as store:
         store.append(later, team)
+        triggers = {r[0] for r in store._db().execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+        assert "events_touch_team" not in triggers and "events_new_team" in triggers
         assert [t.last_activity for t in store.teams() if t.team_id == team] == [later.created_at]
