@@ -2,13 +2,20 @@
 
 The relay of B1 (200 human messages, 600 LLM turns on zero-latency models), once with no
 store and once appending every record to a SQLite store in a temporary folder (aklab's
-default: WAL, a commit per record), interleaved, best of ``repeat`` each. Figure: wall time
-with the store / without (budget <= 1.10x), and the store's cost per message.
+default: WAL, a member's records committed when it has handled a message), in pairs run
+back to back, the order alternating from pair to pair.
+
+This machine kind is a shared VM whose speed drifts by 10-30 % within seconds: a best-of-3
+on each side has come out anywhere from 0.96x to 1.38x for the same code. A pair's two runs
+see nearly the same machine, so the figure is the median of the pairs' ratios (at least
+``MIN_PAIRS`` pairs, whatever ``--repeat`` says); the best-of-each ratio and every run are
+in the details. Also reported: the store's cost per human message (median pair difference).
 """
 
 from __future__ import annotations
 
 import shutil
+import statistics
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -18,40 +25,50 @@ from bench.common import Figure, relay_messages
 
 ID = "B10"
 WORKLOAD = "the B1 relay (200 messages, 600 LLM turns) with and without the SQLite event store"
+MIN_PAIRS = 7
 
 
 def run(*, smoke: bool = False, repeat: int = 3, context: dict[str, Any] | None = None) -> list[Figure]:
     n = 10 if smoke else 200
-    repeat = 1 if smoke else repeat
+    pairs = 1 if smoke else max(repeat, MIN_PAIRS)
     messages = relay_messages(n)
     run_relay(relay_messages(5))  # warm up imports and caches
     without: list[float] = []
     with_store: list[float] = []
     records = 0
-    for _ in range(repeat):
-        without.append(run_relay(messages)[0])
-        folder = Path(tempfile.mkdtemp(prefix="aklab-b10-"))
-        try:
-            seconds, _ = run_relay(messages, store=folder / "events.sqlite3")
-            with_store.append(seconds)
-            from aklab.store import SqliteStore
+    folder = Path(tempfile.mkdtemp(prefix="aklab-b10-"))
+    try:
+        for i in range(pairs):
+            path = folder / f"events-{i}.sqlite3"
+            if i % 2:
+                with_store.append(run_relay(messages, store=path)[0])
+                without.append(run_relay(messages)[0])
+            else:
+                without.append(run_relay(messages)[0])
+                with_store.append(run_relay(messages, store=path)[0])
+        from aklab.store import SqliteStore
 
-            with SqliteStore(folder / "events.sqlite3") as store:
-                records = len(store.records())
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
-    best_without, best_with = min(without), min(with_store)
-    per_message_ms = (best_with - best_without) / n * 1000
+        with SqliteStore(folder / "events-0.sqlite3") as store:
+            records = len(store.records())
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    ratios = [w / o for w, o in zip(with_store, without, strict=True)]
+    ratio = statistics.median(ratios)
+    per_message_ms = statistics.median(w - o for w, o in zip(with_store, without, strict=True)) / n * 1000
+    best_ratio = min(with_store) / min(without)
     return [
         Figure(
             ID,
             WORKLOAD,
-            "wall time with the store / without",
-            best_with / best_without,
+            "wall time with the store / without (median of back-to-back pairs)",
+            ratio,
             "x",
             budget_max=None if smoke else 1.10,
-            note=f"{records:,} records stored; {per_message_ms:.2f} ms added per human message",
-            details={"without_s": without, "with_store_s": with_store, "records": records},
+            note=(
+                f"{pairs} pairs, ratios {min(ratios):.2f}-{max(ratios):.2f}x (best of each side: {best_ratio:.2f}x); "
+                f"{records:,} records stored; {per_message_ms:.2f} ms added per human message"
+            ),
+            details={"without_s": without, "with_store_s": with_store, "pair_ratios": ratios, "records": records},
         ),
         Figure(ID, WORKLOAD, "store cost per human message", per_message_ms, "ms"),
     ]
