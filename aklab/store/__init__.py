@@ -21,9 +21,9 @@ Wiring (what ``Lab`` does)::
 Stores (:class:`EventStore`):
 
 - :class:`SqliteStore` ``(path=None, *, synchronous="NORMAL", verify=True)``: the embedded
-  default, one file per project folder (:func:`default_store_path`), WAL; each append
-  is committed before it returns (NORMAL: survives a killed process; FULL: also a power
-  loss). A damaged file raises :class:`StoreCorruptError`; ``SqliteStore.recover(path)``
+  default, one file per project folder (:func:`default_store_path`), WAL; ``append``
+  commits the record, with every record queued before it by ``append_later``, before it
+  returns (NORMAL: survives a killed process; FULL: also a power loss). A damaged file raises :class:`StoreCorruptError`; ``SqliteStore.recover(path)``
   keeps everything readable before the damage. A file that cannot be written opens
   read-only (``store.read_only`` says why).
 - :class:`PostgresStore` ``(dsn, *, schema=None)``: the same tables on PostgreSQL
@@ -35,7 +35,9 @@ JSON) and ``teams`` (team_id, name, created_at, last_activity, metadata JSON). P
 are redacted (:func:`aklab.secrets.redact`) before they are written; an ``ActorAddress``
 is stored as its identity, never its live actor.
 
-:class:`StoreSubscriber` never raises into an actor: a failing store (read-only or full
+:class:`StoreSubscriber` commits the records a member makes while it handles a message
+together with the record of its end (one transaction, before the member takes its next
+message), and any other record at once. It never raises into an actor: a failing store (read-only or full
 disk, lock, lost connection) is logged once as a warning, ``subscriber.failed`` says why,
 and the team goes on in memory.
 """

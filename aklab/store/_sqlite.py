@@ -1,12 +1,16 @@
 """SqliteStore: the embedded default, one file per project folder (``.aklab/events.sqlite3``).
 
-Durability: WAL journal with ``synchronous=NORMAL`` by default. Each ``append`` is its own
-transaction, committed before it returns, so a record is in the WAL before the member that
-made it handles its next message: a killed kernel (SIGKILL, a crash, a restart) loses
-nothing. What NORMAL gives up is the fsync per commit: after a *power loss or OS crash*
-the last commits may be rolled back (the file stays consistent). ``synchronous="FULL"``
-syncs the WAL on every commit and survives that too, at the price of one fsync per record
-(milliseconds on most disks, see the figures in ``/tmp/aklab-notes/done-store.md``).
+Durability: WAL journal with ``synchronous=NORMAL`` by default. ``append`` writes its record,
+with every record queued before it by ``append_later``, in one INSERT statement (its own
+transaction) and returns once it is committed; ``flush``, a read and ``close`` write the
+queue too. The ``StoreSubscriber`` queues what a member records while it handles a message
+and appends the record of its end, so a handling's records are in the WAL before the member
+takes its next message: a killed kernel (SIGKILL, a crash, a restart) loses at most the
+handlings in progress, and what is stored is always a prefix of what was recorded. What
+NORMAL gives up is the fsync per commit: after a *power loss or OS crash* the last commits
+may be rolled back (the file stays consistent). ``synchronous="FULL"`` syncs the WAL on
+every commit and survives that too, at the price of one fsync per commit (milliseconds on
+most disks).
 
 Damage: opening checks the header (a file shorter than its header says is truncated) and
 runs ``PRAGMA quick_check`` (``verify=False`` skips it); a damaged file raises
