@@ -23,8 +23,9 @@ Stores (:class:`EventStore`):
 - :class:`SqliteStore` ``(path=None, *, synchronous="NORMAL", verify=True)``: the embedded
   default, one file per project folder (:func:`default_store_path`), WAL; ``append``
   commits the record, with every record queued before it by ``append_later``, before it
-  returns (NORMAL: survives a killed process; FULL: also a power loss). A damaged file raises :class:`StoreCorruptError`; ``SqliteStore.recover(path)``
-  keeps everything readable before the damage. A file that cannot be written opens
+  returns (NORMAL: survives a killed process; FULL: also a power loss). A damaged file
+  raises :class:`StoreCorruptError`; ``SqliteStore.recover(path)`` keeps everything
+  readable before the damage. A file that cannot be written opens
   read-only (``store.read_only`` says why).
 - :class:`PostgresStore` ``(dsn, *, schema=None)``: the same tables on PostgreSQL
   (``pip install 'aklab[postgres]'``).

@@ -4,8 +4,9 @@ The tables are those of the SQLite store, with PostgreSQL types: ``seq`` is an i
 column, ``created_at`` a ``timestamptz`` and ``payload`` ``json`` (kept as written; cast to
 ``jsonb`` to query it). A trigger refuses UPDATE and DELETE on ``events``. Each append is
 one transaction, with the records ``append_later`` queued before it, committed before it
-returns (the server's ``synchronous_commit``, on by default, makes that durable). ``schema`` puts the tables in their own schema (created if
-missing) instead of the connection's search path.
+returns (the server's ``synchronous_commit``, on by default, makes that durable).
+``schema`` puts the tables in their own schema (created if missing) instead of the
+connection's search path.
 
 One connection, used under a lock; a lost connection makes ``append`` raise
 ``StoreError`` (the ``StoreSubscriber`` then warns once and the team goes on in memory).

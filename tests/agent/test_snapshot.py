@@ -25,7 +25,11 @@ def replay(before: list[Any], after: list[Any]) -> tuple[AgentSnapshotEvent, lis
     """The snapshot event for ``before`` -> ``after``, and the history a resume reads from it."""
     start, refs, new = _history_change(before, after)
     event = AgentSnapshotEvent(
-        agent="@A", agent_id="a", start=start, refs=refs, messages=ModelMessagesTypeAdapter.dump_python(new, mode="json")
+        agent="@A",
+        agent_id="a",
+        start=start,
+        refs=refs,
+        messages=ModelMessagesTypeAdapter.dump_python(new, mode="json"),
     )
     stored_before = ModelMessagesTypeAdapter.dump_python(before, mode="json")
     return event, list(ModelMessagesTypeAdapter.validate_python(event.history(stored_before)))
@@ -91,4 +95,6 @@ def test_histories_folded_into_a_digest_come_back_whole_after_a_resume(tmp_path:
 
 def _history(lab: Lab, name: str) -> list[Any]:
     """An agent's history as stored (its usage objects' own classes aside)."""
-    return ModelMessagesTypeAdapter.dump_python(lab.system.proxy_ask(lab.member(name), BaseAgent).history(), mode="json")
+    return ModelMessagesTypeAdapter.dump_python(
+        lab.system.proxy_ask(lab.member(name), BaseAgent).history(), mode="json"
+    )
