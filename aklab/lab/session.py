@@ -414,8 +414,31 @@ class Lab:
                 for m in (r.message for r in self.recorder.transcript)
                 if isinstance(m, AgentMessage) and m.sender is not None and m.sender.is_user_proxy and m.ask_id == m.id
             }
+            missing = {a for a in frame["ask_id"] if isinstance(a, str) and a not in asked}
+            if missing:  # asked before a resume, or let go by memory: the store has it
+                asked.update(self._stored_questions(missing))
             frame.insert(1, "question", [asked.get(a) for a in frame["ask_id"]])
         return frame
+
+    def _stored_questions(self, ask_ids: set[str]) -> dict[str, str]:
+        """The questions that started ``ask_ids``, read back from the event store (one read)."""
+        store = self._store.store
+        if store is None:
+            return {}
+        from aklab.store import StoreError
+
+        try:
+            rows = store.records(self._store.team_id, kinds=["SentMessage"])
+        except StoreError as exc:
+            log.warning("could not read the questions of earlier asks from the event store: %s", exc)
+            return {}
+        found: dict[str, str] = {}
+        for row in rows:
+            if row.message_id in ask_ids and row.message_id == row.ask_id:
+                message = getattr(row.message(), "message", None)
+                if isinstance(message, AgentMessage):
+                    found[row.message_id] = message.content
+        return found
 
     def errors(self, since: int = 0) -> list[str]:
         """Handler failures, one line each. A usage-limit stop (``WarningError``) is left

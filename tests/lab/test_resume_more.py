@@ -372,3 +372,14 @@ def test_lab_usage_after_resume_totals_the_requests_before_the_restart_too(tmp_p
         again.ask("three", timeout=WAIT)
         assert len(again.usage(by="request")) == 9
         assert again.usage()["requests"].sum() == 9
+
+
+def test_usage_by_ask_after_a_resume_names_the_questions_asked_before_it(tmp_path: Path) -> None:
+    path = tmp_path / "events.sqlite3"
+    with Lab("dev-team", store=path) as lab:
+        first = lab.ask("What is 2+2?", timeout=WAIT)
+    with Lab.resume(store=path) as again:
+        second = again.ask("What is 3+3?", timeout=WAIT)
+        frame = again.usage(by="ask")
+    questions = dict(zip(frame["ask_id"], frame["question"], strict=True))
+    assert questions == {first.ask_id: "What is 2+2?", second.ask_id: "What is 3+3?"}
