@@ -20,6 +20,12 @@ class RoutingSkippedEvent(BaseModel):
 class ContextUpdateEvent(BaseModel):
     """A context-update block was delivered to an agent's model."""
 
+    #: The team log keeps the newest 500, as many as the lab's recorder does
+    #: (``CONTEXT_UPDATES_LIMIT``); the event store keeps them all. About one in six
+    #: model turns makes one, so the default cap per type (2,000) would still be filling
+    #: after 12,000 turns (a long session's memory grew by ~2 KB a block until then: B9).
+    aklab_log_limit: ClassVar[int] = 500
+
     agent: str
     number: int
     block: str

@@ -32,7 +32,8 @@ log = logging.getLogger("aklab.lab")
 #: How many of the newest messages, errors and context updates are kept in memory.
 TRANSCRIPT_LIMIT = 2_000
 ERRORS_LIMIT = 1_000
-CONTEXT_UPDATES_LIMIT = 500
+#: As many as the team log keeps (``ContextUpdateEvent.aklab_log_limit``).
+CONTEXT_UPDATES_LIMIT = ContextUpdateEvent.aklab_log_limit
 
 
 class TeamRecorder(EventSubscriber):

@@ -101,6 +101,18 @@ def test_an_event_class_may_choose_its_own_cap_in_the_team_log() -> None:
     assert len(team_log.events(AgentBusyEvent)) == 10
 
 
+def test_the_team_log_keeps_as_many_context_updates_as_the_recorder_so_they_fill_early() -> None:
+    # One context update per ~6 model turns: under the default cap per type (2,000) the
+    # log's deque was still filling after 12,000 turns, and B9's RSS slope missed its budget.
+    assert ContextUpdateEvent.aklab_log_limit == CONTEXT_UPDATES_LIMIT < team_log_module.EVENTS_PER_TYPE
+    team_log = TeamLog()
+    for n in range(CONTEXT_UPDATES_LIMIT + 100):
+        team_log.record(EventMessage(event=ContextUpdateEvent(agent="@A", number=n, block="x")))
+    kept = team_log.events(ContextUpdateEvent)
+    assert len(kept) == CONTEXT_UPDATES_LIMIT
+    assert kept[-1].event.number == CONTEXT_UPDATES_LIMIT + 99
+
+
 def test_a_team_log_keeps_the_newest_errors_and_says_how_many_it_dropped() -> None:
     team_log = TeamLog()
     total = team_log_module.ERRORS_KEPT + 250
