@@ -262,3 +262,30 @@ def test_rows_pushed_out_while_older_ones_are_being_read_leave_no_gap() -> None:
     assert model.show_earlier(3) == 3  # held: the rows pushed out during the read
     assert model.show_earlier(3) == 0  # m0 was reached
     assert [r.content for r in model.view().rows] == [f"m{i}" for i in range(9)]
+
+
+def test_a_page_that_shows_a_commands_result_brings_the_message_that_gave_it(tmp_path: Path) -> None:
+    from aklab.agent import AgentMessage, OperatorActionEvent
+    from aklab.core import ActorAddress, EventMessage, SentMessage
+    from aklab.lab.panels._older import OlderRecords
+    from aklab.store import SqliteStore, new_team_id
+
+    team = new_team_id()
+    human = ActorAddress("h" * 32, "@Human", "Human", team_id=team, is_user_proxy=True)
+    manager = ActorAddress("m" * 32, "@Manager", "Manager", team_id=team)
+
+    def sent(text: str) -> SentMessage:
+        inner = AgentMessage(content=text, sender=human, recipient=manager)
+        return SentMessage(sender=human, recipient=manager, message=inner)
+
+    done = OperatorActionEvent(agent="@Manager", operator="@Human", command="/clear", result="history cleared")
+    with SqliteStore(tmp_path / "events.sqlite3") as store:
+        for record in (sent("first"), sent("second"), sent("/clear"), EventMessage(sender=manager, event=done)):
+            store.append(record, team)
+        store.append(sent("third"), team)
+        older = OlderRecords(store, team)
+        newest = older.page(None, 2)  # the last two records: the command's result and "third"
+        rest = older.page(newest.cursor, 10)
+    texts = [getattr(getattr(r, "message", None), "content", "(result)") for r in newest.records]
+    assert texts == ["/clear", "(result)", "third"]  # the command came along with its result
+    assert [r.message.content for r in rest.records] == ["first", "second"] and rest.done  # type: ignore[attr-defined]

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 __all__ = ["NOT_KEPT", "TRANSCRIPT_KINDS", "OlderPage", "OlderRecords", "messages_before"]
 
 #: The stored kinds a transcript shows (``is_transcript`` narrows them further).
+#: How many older records a page reads at most to find the message of a ``/command`` it shows.
+COMMAND_REACH = 16
 TRANSCRIPT_KINDS = ("SentMessage", "ErrorMessage", "OperatorActionEvent", "RoutingSkippedEvent")
 
 #: What a reader is told when the lab keeps nothing on disk.
@@ -109,9 +111,49 @@ class OlderRecords:
                 if len(rows) < want:  # the oldest stored record is read
                     done = True
                     break
+            if not done:
+                found, cursor = self._with_commands(found, cursor, kinds)
         except StoreError as exc:
             return OlderPage(found, cursor, True, f"older messages could not be read back: {exc}")
         return OlderPage(found, cursor, done)
+
+    def _with_commands(
+        self, found: list[Message], cursor: int | None, kinds: tuple[str, ...]
+    ) -> tuple[list[Message], int | None]:
+        """A page that holds a ``/command``'s result but not the message that gave it: the
+        message is read too (within ``COMMAND_REACH`` older records), so that the panel folds
+        them into one note as it does live, instead of showing the command on the next page."""
+        from aklab.agent import OperatorActionEvent
+        from aklab.core import EventMessage
+
+        actions = [r.event for r in found if isinstance(r, EventMessage) and isinstance(r.event, OperatorActionEvent)]
+        missing = [a for a in actions if not any(_gave(r, a) for r in found)]
+        if not missing or self.store is None:
+            return found, cursor
+        rows = self.store.records(
+            self.team_id, kinds=kinds, ask_id=self.ask_id, before=cursor, limit=COMMAND_REACH, newest=True
+        )
+        records = [row.message() for row in rows]
+        starts = [max((i for i, r in enumerate(records) if _gave(r, a)), default=-1) for a in missing]
+        start = min((i for i in starts if i >= 0), default=-1)
+        if start < 0:
+            return found, cursor
+        extra = [r for r in records[start:] if is_transcript(r)]
+        if self.ask_id is not None:
+            extra = [r for r in extra if ask_of(r) == self.ask_id]
+        return [*extra, *found], rows[start].seq
+
+
+def _gave(record: Message, action: Any) -> bool:
+    """Whether ``record`` is the message that gave the ``/command`` of ``action``."""
+    if not isinstance(record, SentMessage) or not isinstance(record.message, AgentMessage):
+        return False
+    sender, recipient = record.sender, record.recipient
+    return (
+        sender is not None
+        and recipient is not None
+        and (sender.name, recipient.name, record.message.content) == (action.operator, action.agent, action.command)
+    )
 
 
 def messages_before(
