@@ -299,3 +299,27 @@ def test_a_file_made_with_the_old_touch_trigger_drops_it_and_keeps_last_activity
         triggers = {r[0] for r in store._db().execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
         assert "events_touch_team" not in triggers and "events_new_team" in triggers
         assert [t.last_activity for t in store.teams() if t.team_id == team] == [later.created_at]
+
+
+def test_a_file_left_in_the_middle_of_a_checkpoint_opens_with_every_record(tmp_path: Path) -> None:
+    """A process killed while it copies the log into the file leaves page 1 (written first)
+    counting pages the file does not have yet: that is no damage, the log has them all."""
+    path, team = tmp_path / "events.sqlite3", new_team_id()
+    writer = SqliteStore(path)
+    writer._db().execute("PRAGMA wal_autocheckpoint=0")  # everything stays in the log
+    fill(writer, 300, team)
+    wal = Path(f"{path}-wal").read_bytes()
+    page_size = int.from_bytes(wal[8:12], "big")
+    frames = [(wal[o : o + 24], wal[o + 24 : o + 24 + page_size]) for o in range(32, len(wal), 24 + page_size)]
+    first_page = [data for head, data in frames if int.from_bytes(head[:4], "big") == 1][-1]
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / "events.sqlite3").write_bytes(path.read_bytes())  # the file as the last checkpoint left it...
+    with open(copy / "events.sqlite3", "r+b") as f:
+        f.write(first_page)  # ...with the new page 1 written, the pages after it not yet
+    (copy / "events.sqlite3-wal").write_bytes(wal)
+    writer.close()
+    header = first_page[:100]
+    assert int.from_bytes(header[28:32], "big") * page_size > (copy / "events.sqlite3").stat().st_size
+    with SqliteStore(copy / "events.sqlite3") as store:
+        assert len(store.records(team)) == 300
