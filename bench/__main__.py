@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
+import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,7 +22,22 @@ __all__ = ["main", "run_benchmarks"]
 def run_benchmarks(
     *, smoke: bool = False, only: list[str] | None = None, repeat: int = 3, progress: bool = False
 ) -> list[Figure]:
-    """Run the benchmarks in order; every figure they report."""
+    """Run the benchmarks in order; every figure they report.
+
+    Labs on default settings (B9's soak, B4's kernel) keep an event store; unless
+    ``AKLAB_STORE`` says where, it goes to a temporary folder, removed afterwards, not to
+    the project's ``.aklab/`` (a soak writes ~100 MB of records)."""
+    if os.environ.get("AKLAB_STORE"):
+        return _run(smoke=smoke, only=only, repeat=repeat, progress=progress)
+    with tempfile.TemporaryDirectory(prefix="aklab-bench-store-") as folder:
+        os.environ["AKLAB_STORE"] = str(Path(folder) / "events.sqlite3")
+        try:
+            return _run(smoke=smoke, only=only, repeat=repeat, progress=progress)
+        finally:
+            os.environ.pop("AKLAB_STORE", None)
+
+
+def _run(*, smoke: bool, only: list[str] | None, repeat: int, progress: bool) -> list[Figure]:
     context: dict[str, Any] = {}
     figures: list[Figure] = []
     for module in benchmark_modules(only):
