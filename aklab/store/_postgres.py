@@ -19,7 +19,6 @@ from collections.abc import Iterable
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
-from aklab.core import OrchestratorMessage
 from aklab.errors import ConfigError
 from aklab.secrets import redact
 from aklab.store._base import (
@@ -31,7 +30,8 @@ from aklab.store._base import (
     check_kinds,
     check_team_id,
 )
-from aklab.store._codec import Row, encode, scrub
+from aklab.store._codec import Row, scrub
+from aklab.store._queue import QueuedWrites
 from aklab.store._sqlite import _order, _record, _where
 
 if TYPE_CHECKING:
@@ -85,8 +85,6 @@ _COLUMNS = (
 )
 _INSERT = f"INSERT INTO events ({_COLUMNS}) VALUES ({', '.join(['%s'] * 12)}, %s::json) RETURNING seq"
 _INSERT_MANY = _INSERT.removesuffix(" RETURNING seq")
-#: ``append_later`` writes the queue itself once it holds this many records.
-MAX_PENDING = 512
 _TOUCH_TEAM = (
     "INSERT INTO teams (team_id, created_at, last_activity) VALUES (%s, %s, %s) "
     "ON CONFLICT (team_id) DO UPDATE SET last_activity = GREATEST(teams.last_activity, excluded.last_activity)"
@@ -113,7 +111,7 @@ def postgres_location(dsn: str) -> str:
     return f"postgresql://{user}{host}{port}/{parts.get('dbname') or ''}"
 
 
-class PostgresStore(EventStore):
+class PostgresStore(QueuedWrites, EventStore):
     """The event store in a PostgreSQL database (``dsn``: a libpq URL or key=value string)."""
 
     def __init__(self, dsn: str, *, schema: str | None = None, connect_timeout: float = 10.0) -> None:
@@ -126,8 +124,7 @@ class PostgresStore(EventStore):
         self.location = postgres_location(dsn) + (f" (schema {schema})" if schema else "")
         self.read_only: str | None = None
         self._lock = threading.Lock()
-        self._pending: list[Row] = []  # queued by append_later, under self._queue_lock
-        self._queue_lock = threading.Lock()
+        self._init_queue()
         try:
             self._conn: psycopg.Connection[Any] | None = psycopg.connect(
                 dsn, autocommit=True, connect_timeout=max(1, round(connect_timeout))
@@ -170,39 +167,15 @@ class PostgresStore(EventStore):
     def _wrap(self, exc: Exception, doing: str) -> StoreError:
         return StoreError(f"event store {self.location}: {doing} failed: {redact(str(exc)).strip()}")
 
-    # -- writing --------------------------------------------------------------------------
-    def append(self, record: OrchestratorMessage, team_id: str) -> int:
-        row = encode(record, check_team_id(team_id))
-        with self._lock:
-            seq = self._write(row)
-        assert seq is not None
-        return seq
+    # -- writing (append, append_later, flush: QueuedWrites) ------------------------------
+    def _connected(self) -> bool:
+        return self._conn is not None
 
-    def append_later(self, record: OrchestratorMessage, team_id: str) -> None:
-        row = encode(record, check_team_id(team_id))
-        with self._queue_lock:  # not self._lock: queueing never waits for a commit in progress
-            self._pending.append(row)
-            full = len(self._pending) >= MAX_PENDING
-        if full:
-            self.flush()
-
-    def flush(self) -> None:
-        with self._lock:
-            self._write(None)
-
-    def _write(self, row: Row | None) -> int | None:
-        """Write the queued rows and ``row`` in one transaction (under ``self._lock``, which
-        orders the batches)."""
+    def _write_rows(self, rows: list[Row]) -> int:
+        """One transaction: the rows, then each team's last activity."""
         import psycopg
 
-        with self._queue_lock:
-            rows, self._pending = self._pending, []
-        if row is not None:
-            rows.append(row)
-        if not rows:
-            return None
         conn = self._db()
-        fetched = None
         try:
             with conn.transaction():
                 with conn.cursor() as cur:
@@ -215,22 +188,9 @@ class PostgresStore(EventStore):
                     for team, when in latest.items():
                         cur.execute(_TOUCH_TEAM, (team, when, when))
         except psycopg.Error as exc:
-            if row is not None:
-                rows.pop()  # the caller is told: not stored
-            with self._queue_lock:  # kept: written by the next try, before anything newer
-                self._pending[:0] = rows
             raise self._wrap(exc, "append") from exc
         assert fetched is not None
-        return int(fetched[0]) if row is not None else None
-
-    def _flush_for_reading(self) -> None:
-        """Before a read (under ``self._lock``): what this process appended is readable. A
-        write that fails here is reported to the writer by its next append, not to the reader."""
-        if self._pending and self._conn is not None:
-            try:
-                self._write(None)
-            except StoreError:
-                pass
+        return int(fetched[0])
 
     def save_team(self, team_id: str, *, name: str, metadata: dict[str, Any] | None = None) -> None:
         import json

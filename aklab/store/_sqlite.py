@@ -35,7 +35,6 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from aklab.core import OrchestratorMessage
 from aklab.errors import ConfigError
 from aklab.store._base import (
     SCHEMA_VERSION,
@@ -48,7 +47,8 @@ from aklab.store._base import (
     check_team_id,
     to_utc,
 )
-from aklab.store._codec import Row, encode
+from aklab.store._codec import Row
+from aklab.store._queue import QueuedWrites
 
 __all__ = ["DEFAULT_STORE_DIR", "DEFAULT_STORE_FILE", "RecoveryReport", "SqliteStore", "default_store_path"]
 
@@ -60,8 +60,6 @@ DEFAULT_STORE_FILE = "events.sqlite3"
 #: before the log reports it as a stuck subscriber.
 BUSY_TIMEOUT = 1.0
 _READ_CHUNK = 1_000
-#: ``append_later`` writes the queue itself once it holds this many records.
-MAX_PENDING = 512
 #: Rows per INSERT statement (13 values each, within SQLite's 32,766 variables since 3.32;
 #: 999 before: see _ROWS_PER_STATEMENT's use).
 _ROWS_PER_STATEMENT = 1_000 if sqlite3.sqlite_version_info >= (3, 32) else 76
@@ -151,7 +149,7 @@ class RecoveryReport:
         return text + (f"; reading stopped at the damage: {self.stopped_at}" if self.stopped_at else "")
 
 
-class SqliteStore(EventStore):
+class SqliteStore(QueuedWrites, EventStore):
     """The event store in one SQLite file (created with its folder if missing)."""
 
     def __init__(
@@ -177,8 +175,7 @@ class SqliteStore(EventStore):
         """Why the store cannot be written (None if it can)."""
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
-        self._pending: list[Row] = []  # queued by append_later, under self._queue_lock
-        self._queue_lock = threading.Lock()
+        self._init_queue()
         self._check_header()
         self._conn = self._open()
         if verify:
@@ -318,51 +315,17 @@ class SqliteStore(EventStore):
             return self._corrupt(text)
         return StoreError(f"event store {self.path}: {doing} failed: {text}")
 
-    # -- writing --------------------------------------------------------------------------
-    def append(self, record: OrchestratorMessage, team_id: str) -> int:
-        row = encode(record, check_team_id(team_id))
-        return self._insert(row)
+    # -- writing (append, append_later, flush: QueuedWrites) ------------------------------
+    def _connected(self) -> bool:
+        return self._conn is not None
 
-    def append_later(self, record: OrchestratorMessage, team_id: str) -> None:
-        row = encode(record, check_team_id(team_id))  # now, on the maker's thread: the values as they are
-        self._writable()
-        with self._queue_lock:  # not self._lock: queueing never waits for a commit in progress
-            self._pending.append(row)
-            full = len(self._pending) >= MAX_PENDING
-        if full:
-            self.flush()
-
-    def flush(self) -> None:
-        with self._lock:
-            self._write(None)
-
-    def _writable(self) -> None:
-        if self.read_only is not None:
-            raise StoreError(f"event store {self.path} is read-only ({self.read_only}): records are not stored")
-
-    def _insert(self, row: Row) -> int:
-        self._writable()
-        with self._lock:
-            seq = self._write(row)
-        assert seq is not None
-        return seq
-
-    def _write(self, row: Row | None) -> int | None:
-        """Write the queued rows and ``row`` (under ``self._lock``, which orders the batches:
-        each is taken from the queue and written before the next is taken); the seq of ``row``.
-
-        One INSERT statement for them all, in autocommit: SQLite runs a statement as its own
+    def _write_rows(self, rows: list[Row]) -> int:
+        """One INSERT statement for them all, in autocommit: SQLite runs a statement as its own
         transaction, so they are committed together, with each row's trigger. The sqlite3
         module lets go of the GIL around every statement step; while another member is
         running Python, taking it back can wait the interpreter's switch interval (5 ms), so
         a flush makes as few calls as it can: one (an ``executemany`` or an explicit
         BEGIN/COMMIT would make one per row and two more)."""
-        with self._queue_lock:
-            rows, self._pending = self._pending, []
-        if row is not None:
-            rows.append(row)
-        if not rows:
-            return None
         conn = self._db()
         try:
             if len(rows) <= _ROWS_PER_STATEMENT:
@@ -379,21 +342,9 @@ class SqliteStore(EventStore):
                     conn.execute("ROLLBACK")
                 except sqlite3.Error:
                     pass
-            if row is not None:
-                rows.pop()  # the caller is told: not stored
-            with self._queue_lock:  # kept: written by the next try, before anything newer
-                self._pending[:0] = rows
             raise self._wrap(exc, "append") from exc
-        return seq if row is not None else None
-
-    def _flush_for_reading(self) -> None:
-        """Before a read (under ``self._lock``): what this process appended is readable. A
-        write that fails here is reported to the writer by its next append, not to the reader."""
-        if self._pending and self._conn is not None:
-            try:
-                self._write(None)
-            except StoreError:
-                pass
+        assert seq is not None
+        return seq
 
     def save_team(self, team_id: str, *, name: str, metadata: dict[str, Any] | None = None) -> None:
         from aklab.store._codec import scrub

@@ -99,15 +99,6 @@ class StoreSubscriber(EventSubscriber):
                 return False
             return True
 
-    def flush(self) -> None:
-        """Commit the queued records now (reads and ``close`` of the store do it too)."""
-        if self.failed is not None:
-            return
-        try:
-            self.store.flush()
-        except Exception as exc:  # never into the actor: the team goes on in memory
-            self._fail(str(exc), None)
-
     def _fail(self, reason: str, record: OrchestratorMessage | None) -> None:
         with self._lock:
             if self.failed is not None:
