@@ -89,6 +89,7 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         self._hired_this_turn = 0
         self._cancel_reason: str | None = None
         self._snapshotted: list[Any] = []  # the history messages the last snapshot covered
+        self._snapshot_due = False  # a snapshot waits for the end of the handling in progress
 
     # -- assembly -------------------------------------------------------------------
     def on_start(self) -> None:
@@ -361,30 +362,41 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
 
     # -- what a resume needs (only when the team keeps an event store) --------------------------
     def _snapshot(self) -> None:
+        """A run or command changed what a resume needs: inside a handling, the record of its
+        end carries the snapshot (``_handling_snapshot``); outside one, it is recorded now."""
         if self._system is None or not self._system.persist:
             return
-        from pydantic_ai.messages import ModelMessagesTypeAdapter
+        if self._recording:
+            self._snapshot_due = True
+            return
+        self.notify_event(self._take_snapshot())
 
+    def _handling_snapshot(self) -> AgentSnapshotEvent | None:
+        if not self._snapshot_due:
+            return None
+        self._snapshot_due = False
+        return self._take_snapshot()
+
+    def _take_snapshot(self) -> AgentSnapshotEvent:
         history = self._react_agent.messages
         start, refs, new = _history_change(self._snapshotted, history)
         self._snapshotted = list(history)
-        self.notify_event(
-            AgentSnapshotEvent(
-                agent=self.config.name,
-                agent_id=self.myAddress.agent_id,
-                start=start,
-                refs=refs,
-                messages=ModelMessagesTypeAdapter.dump_python(new, mode="json"),
-                state=self.state.model_dump(mode="json"),
-            )
+        return AgentSnapshotEvent(
+            agent=self.config.name,
+            agent_id=self.myAddress.agent_id,
+            start=start,
+            refs=refs,
+            messages=new,
+            state=self.state.model_dump(mode="json"),
         )
 
     def history(self) -> list[Any]:
         """A copy of this agent's model history (pydantic-ai messages)."""
         return list(self._react_agent.messages)
 
-    def restore(self, messages: list[dict[str, Any]], state: dict[str, Any], usage: list[LlmUsageEvent]) -> None:
-        """Take back a stored history, state and lifetime usage (``Lab.resume``), before any mail."""
+    def restore(self, messages: list[Any], state: dict[str, Any], usage: list[LlmUsageEvent]) -> None:
+        """Take back a stored history (pydantic-ai messages, or their JSON dicts), state and lifetime usage
+        (``Lab.resume``), before any mail."""
         from pydantic_ai.messages import ModelMessagesTypeAdapter
 
         self._react_agent.messages = list(ModelMessagesTypeAdapter.validate_python(messages))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic_ai.messages import ModelMessage
 
 __all__ = ["AgentBusyEvent", "AgentSnapshotEvent", "ContextUpdateEvent", "OperatorActionEvent", "RoutingSkippedEvent"]
 
@@ -61,14 +62,21 @@ class AgentSnapshotEvent(BaseModel):
     snapshot's history, or -1 for the next of ``messages`` (the messages it did not have).
     Without ``refs``: the previous history's first ``start`` messages, then ``messages``.
     Only new messages are serialized: a turn adds a few, and a compaction that folds old
-    turns into a digest replaces the first message and drops some, but keeps the rest."""
+    turns into a digest replaces the first message and drops some, but keeps the rest.
+
+    ``messages`` holds pydantic-ai's own message objects, so a store writes them straight
+    to JSON, once (bytes as base64, as pydantic-ai's ``ModelMessagesTypeAdapter`` does).
+    Inside a handling the snapshot travels with the record of its end
+    (``DispatchedMessage.snapshot``): one record, taken when the handling is over."""
+
+    model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
 
     aklab_log_limit: ClassVar[int] = 1  # the store keeps them all; memory only the last
 
     agent: str
     agent_id: str
     start: int = 0
-    messages: list[dict[str, Any]] = Field(default_factory=list)
+    messages: list[ModelMessage] = Field(default_factory=list)
     refs: list[int] = Field(default_factory=list)
     state: dict[str, Any] = Field(default_factory=dict)
 

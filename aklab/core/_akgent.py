@@ -238,7 +238,17 @@ class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
             self._dispatch(message)
         finally:  # an error is an end too: a resume must not repeat a failure
             self._recording = False
-            self._notify(DispatchedMessage(message_id=message.id, ask_id=message.ask_id, done=True))
+            try:
+                snapshot = self._handling_snapshot()
+            except Exception:  # the end is recorded all the same
+                log.exception("%s: snapshot at the end of a handling failed", self.config.name)
+                snapshot = None
+            self._notify(DispatchedMessage(message_id=message.id, ask_id=message.ask_id, done=True, snapshot=snapshot))
+
+    def _handling_snapshot(self) -> Any:
+        """What a resume needs of this member after the handling that just ended, recorded
+        with its end (None: nothing changed). The agent layer fills it in."""
+        return None
 
     def _dispatch(self, message: Message) -> None:
         handler = self._find_handler(type(message))

@@ -107,6 +107,9 @@ class DispatchedMessage(OrchestratorMessage):
 
     message_id: str
     done: bool = False
+    snapshot: Any = None
+    """What the member keeps for a resume, as it was at the end (the agent layer's
+    ``AgentSnapshotEvent``; None when nothing changed): one record, not two."""
 
 
 class StartMessage(OrchestratorMessage):

@@ -5,8 +5,9 @@
 
 - **members**: every agent started and not stopped, with its stored identity (agent id,
   name, role), in start order;
-- **snapshots**: each agent's model history (each ``AgentSnapshotEvent`` replaces the
-  history from its ``start`` on) and its last state (context-update baseline included);
+- **snapshots**: each agent's model history (each ``AgentSnapshotEvent``, carried by the
+  record of a handling's end or, in older stores, an event of its own, changes the history
+  before it) and its last state (context-update baseline included);
 - **usage**: every request the team made, so each agent's lifetime budget counters come
   back and ``lab.usage()`` totals them again;
 - **replies**: what reached the human (shown again in ``lab.replies()``);
@@ -62,7 +63,7 @@ class StoredMember:
     name: str
     role: str
     is_user_proxy: bool = False
-    messages: list[dict[str, Any]] = field(default_factory=list)
+    messages: list[Any] = field(default_factory=list)  # pydantic-ai messages
     state: dict[str, Any] = field(default_factory=dict)
     usage: list[LlmUsageEvent] = field(default_factory=list)
 
@@ -128,7 +129,7 @@ def pick_team(store: EventStore, team: str | None) -> TeamInfo:
 
 def load_team(store: EventStore, team: str | None = None) -> StoredTeam:
     """Fold the stored records of ``team`` (an id, an id prefix or a name; None: the latest)."""
-    from aklab.agent import AgentMessage, AgentSnapshotEvent
+    from aklab.agent import AgentMessage
     from aklab.core import DispatchedMessage, EventMessage, HandledMessage, SentMessage, StartMessage
     from aklab.llm import LlmUsageEvent
     from aklab.tools.planning import PlanningTaskEvent
@@ -179,6 +180,7 @@ def load_team(store: EventStore, team: str | None = None) -> StoredTeam:
                 finished.add(row.message_id)
                 if row.sender_id:
                     handling.pop(row.sender_id, None)
+                _take_snapshot(members, record.snapshot)
             elif row.sender_id:  # taken for handling: recorded by earlier versions only
                 handling[row.sender_id] = row.message_id
         elif kind == "HandledMessage" and row.message_id:
@@ -191,10 +193,8 @@ def load_team(store: EventStore, team: str | None = None) -> StoredTeam:
             record = row.message()
             assert isinstance(record, EventMessage)
             event = record.event
-            if isinstance(event, AgentSnapshotEvent) and event.agent_id in members:
-                snap = members[event.agent_id]
-                snap.messages = event.history(snap.messages)
-                snap.state = event.state
+            if row.event_type == "AgentSnapshotEvent":
+                _take_snapshot(members, event)
             elif isinstance(event, LlmUsageEvent):
                 usage.append(event)
                 if event.agent in by_name:
@@ -213,6 +213,26 @@ def load_team(store: EventStore, team: str | None = None) -> StoredTeam:
     planning = sorted(tasks.values(), key=lambda t: int(t.id[1:]) if t.id[1:].isdigit() else 0)
     dropped = len(unfinished) - len(pending)
     return StoredTeam(info, live, replies, pending, len(rows), asks, planning, dropped, usage)
+
+
+def _take_snapshot(members: dict[str, StoredMember], snapshot: Any) -> None:
+    """Apply a stored ``AgentSnapshotEvent`` (an event of its own, or carried by the record
+    of a handling's end) to its member's history and state."""
+    from aklab.agent import AgentSnapshotEvent
+
+    if snapshot is None:
+        return
+    if not isinstance(snapshot, AgentSnapshotEvent):  # written by another aklab or pydantic-ai version?
+        log.warning(
+            "a stored agent snapshot could not be read back and is skipped (its agent resumes with the history "
+            "of the snapshot before): %s",
+            str(snapshot)[:200],
+        )
+        return
+    member = members.get(snapshot.agent_id)
+    if member is not None:
+        member.messages = snapshot.history(member.messages)
+        member.state = snapshot.state
 
 
 def _open_asks(rows: list[StoredRecord], open_ids: set[str], finished: set[str]) -> dict[str, StoredAsk]:

@@ -86,7 +86,10 @@ def test_histories_folded_into_a_digest_come_back_whole_after_a_resume(tmp_path:
             lab.ask(f"Ask the Developer for item {i}.", timeout=10)
         histories = {n: _history(lab, n) for n in ("@Manager", "@Developer")}
     with SqliteStore(path) as store:
-        snapshots = [r.message().event for r in store.records(kinds=["AgentSnapshotEvent"])]  # type: ignore[attr-defined]
+        ends = [r.message() for r in store.records(kinds=["DispatchedMessage"])]
+        assert not store.records(kinds=["AgentSnapshotEvent"])  # each travels with its handling's end
+    snapshots = [e.snapshot for e in ends if e.snapshot is not None]  # type: ignore[attr-defined]
+    assert snapshots and all(isinstance(s, AgentSnapshotEvent) for s in snapshots)
     assert any(s.refs for s in snapshots)  # folds were sent as references, not whole
     with Lab.resume(store=path) as again:
         for name, history in histories.items():
@@ -98,3 +101,67 @@ def _history(lab: Lab, name: str) -> list[Any]:
     return ModelMessagesTypeAdapter.dump_python(
         lab.system.proxy_ask(lab.member(name), BaseAgent).history(), mode="json"
     )
+
+
+def _stored_history(records: list[Any], tmp_path: Path, name: str) -> list[Any]:
+    from aklab.lab.resume import load_team
+    from aklab.store import new_team_id
+
+    team_id = new_team_id()
+    with SqliteStore(tmp_path / f"{name}.sqlite3") as store:
+        store.save_team(team_id, name="t")
+        for record in records:
+            store.append(record, team_id)
+        (member,) = [m for m in load_team(store).members if m.name == "@A"]
+    return ModelMessagesTypeAdapter.dump_python(ModelMessagesTypeAdapter.validate_python(member.messages), mode="json")
+
+
+def test_a_snapshot_carried_by_the_end_of_a_handling_and_one_of_its_own_read_back_alike(tmp_path: Path) -> None:
+    from pydantic_ai.messages import BinaryContent
+
+    from aklab.core import ActorAddress, DispatchedMessage, EventMessage, StartMessage
+
+    agent = ActorAddress("a" * 32, "@A", "A")
+    picture = ModelRequest(
+        parts=[UserPromptPart(content=["look", BinaryContent(b"\x89PNG\xff\x00", media_type="image/png")])]
+    )
+    turns = [[request("q1"), response("a1")], [request("q1"), response("a1"), picture, response("a png")]]
+    before: list[Any] = []
+    ends, events = [StartMessage(sender=agent)], [StartMessage(sender=agent)]
+    for i, history in enumerate(turns):
+        start, refs, new = _history_change(before, history)
+        before = history
+        snapshot = AgentSnapshotEvent(agent="@A", agent_id=agent.agent_id, start=start, refs=refs, messages=new)
+        ends.append(DispatchedMessage(sender=agent, message_id=f"m{i}", done=True, snapshot=snapshot))
+        # as earlier versions wrote it: an event of its own, its messages as JSON dicts
+        dicts = ModelMessagesTypeAdapter.dump_python(new, mode="json")
+        old = AgentSnapshotEvent.model_construct(
+            agent="@A", agent_id=agent.agent_id, start=start, refs=refs, messages=dicts
+        )
+        events += [
+            EventMessage(sender=agent, event=old),
+            DispatchedMessage(sender=agent, message_id=f"m{i}", done=True),
+        ]
+    expected = ModelMessagesTypeAdapter.dump_python(turns[-1], mode="json")
+    assert _stored_history(ends, tmp_path, "ends") == expected  # the image's bytes too
+    assert _stored_history(events, tmp_path, "events") == expected
+
+
+def test_a_snapshot_that_cannot_be_read_back_is_skipped_with_a_warning(tmp_path: Path, caplog: Any) -> None:
+    from aklab.core import ActorAddress, DispatchedMessage, StartMessage
+
+    agent = ActorAddress("a" * 32, "@A", "A")
+    first = [request("q1"), response("a1")]
+    good = AgentSnapshotEvent(agent="@A", agent_id=agent.agent_id, messages=first)
+    bad = AgentSnapshotEvent.model_construct(
+        agent="@A", agent_id=agent.agent_id, start=2, refs=[], messages=[{"kind": "?"}]
+    )
+    records = [
+        StartMessage(sender=agent),
+        DispatchedMessage(sender=agent, message_id="m1", done=True, snapshot=good),
+        DispatchedMessage(sender=agent, message_id="m2", done=True, snapshot=bad),
+    ]
+    with caplog.at_level("WARNING", logger="aklab.lab"):
+        history = _stored_history(records, tmp_path, "bad")
+    assert history == ModelMessagesTypeAdapter.dump_python(first, mode="json")
+    assert "could not be read back and is skipped" in caplog.text
