@@ -8,7 +8,8 @@ retry prompt it can act on, instead of failing the whole run. A tool marked with
 Every agent's cards hand out fresh closures, but the same code: the JSON schema and
 argument validator pydantic-ai builds from a tool's signature are built once per tool
 function (its code, name, docstring, annotations and defaults) and shared by every agent
-of the process, each getting its own copy of the schema dicts.
+of the process, each getting its own copy of the schema dicts. The cached schema keeps no
+agent's function: it would keep that agent, and its whole closed team, alive.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def _model_facing(tool: Callable[..., Any]) -> Any:
 
 def _schema_for(tool: Callable[..., Any], call: Callable[..., Any]) -> FunctionSchema:
     """The schema pydantic-ai would build for ``call`` (Tool's defaults), built once per tool code."""
-    cached = _schemas.get(tool, lambda _: function_schema(call, GenerateToolJsonSchema))
+    cached = _schemas.get(tool, lambda _: _unbound(function_schema(call, GenerateToolJsonSchema)))
     return dataclasses.replace(
         cached,
         function=call,
@@ -67,6 +68,15 @@ def _schema_for(tool: Callable[..., Any], call: Callable[..., Any]) -> FunctionS
         return_schema=copy.deepcopy(cached.return_schema),
         positional_fields=list(cached.positional_fields),
     )
+
+
+def _unbound(schema: FunctionSchema) -> FunctionSchema:
+    """``schema`` without its function: a cached schema must not keep the first agent alive."""
+    return dataclasses.replace(schema, function=_no_function)
+
+
+def _no_function(*args: Any, **kwargs: Any) -> Any:
+    raise AssertionError("a cached tool schema is always given its agent's function before use")
 
 
 class ToolFactory:
