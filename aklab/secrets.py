@@ -26,6 +26,7 @@ __all__ = [
     "REDACTED",
     "SecretFilter",
     "install_log_redaction",
+    "might_redact",
     "redact",
     "register_secret",
 ]
@@ -79,6 +80,15 @@ def redact(text: str) -> str:
 
 
 _HEADER_WORDS = ("authorization", "api-key", "api_key", "bearer")
+
+
+def might_redact(text: str, lowered: str) -> bool:
+    """Whether :func:`redact` may change ``text`` (``lowered`` is ``text.lower()``, which a
+    caller checking more words in it makes once): False means it certainly does not."""
+    pattern = _pattern
+    if pattern is not None and pattern.search(text) is not None:
+        return True
+    return any(word in lowered for word in _HEADER_WORDS)
 
 
 LOGGER_PREFIXES = ("aklab", "pykka")

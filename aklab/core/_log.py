@@ -25,6 +25,9 @@ refuse such a call with a clear error. A subscriber that keeps the delivery for 
 after that. Subscribers should still be quick (``TeamRecorder`` only appends; the panels
 only update models). A subscriber that raises is logged and kept.
 
+A record class may set ``aklab_kept = False`` (the event store's bookkeeping:
+``DispatchedMessage``, ``HandledMessage``): it is fanned out, not kept.
+
 Memory is bounded: the recent records (``RECENT_RECORDS``), events of each type
 (``EVENTS_PER_TYPE``, unless the event class sets ``aklab_log_limit``) and errors
 (``ERRORS_KEPT``) keep only their newest entries.
@@ -133,7 +136,7 @@ class TeamLog:
             if kept is None:
                 kept = self._events_by_type[klass] = deque(maxlen=getattr(klass, "aklab_log_limit", self._per_type))
             kept.append(message)
-        else:
+        elif getattr(type(message), "aklab_kept", True):  # store bookkeeping is only fanned out
             self._recent.append(message)
             if isinstance(message, ErrorMessage):
                 self._errors.append(message)

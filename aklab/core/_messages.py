@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SerializeAsAny
 
@@ -93,6 +93,10 @@ class ErrorMessage(OrchestratorMessage):
 class HandledMessage(OrchestratorMessage):
     """A queued message was consumed without being dispatched (absorbed or purged)."""
 
+    #: Bookkeeping for the event store (what a resume must not deliver again): handed to
+    #: the team log's subscribers, not kept in its memory.
+    aklab_kept: ClassVar[bool] = False
+
     message_id: str
     during: str | None = None
     """The id of the message its consumer was handling (its run read this one), or None
@@ -104,6 +108,10 @@ class DispatchedMessage(OrchestratorMessage):
     only found in stores written by earlier versions). Recorded only when the team keeps an
     event store: a resume re-delivers every message whose handling never finished, so each
     is handled to the end once."""
+
+    #: Bookkeeping for the event store (and its snapshot is the store's): handed to the
+    #: team log's subscribers, not kept in its memory.
+    aklab_kept: ClassVar[bool] = False
 
     message_id: str
     done: bool = False

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError, to_json, to_jsonable_python
 
 from aklab.core import ActorAddress, EventMessage, Message, OrchestratorMessage
-from aklab.secrets import REDACTED, redact
+from aklab.secrets import REDACTED, might_redact, redact
 
 __all__ = ["PAYLOAD_VERSION", "Row", "class_path", "decode", "encode", "scrub"]
 
@@ -75,12 +75,19 @@ _CREDENTIAL_KEYS = tuple(
 )
 
 
-def _credential_key(text: str) -> bool:
-    """Whether the JSON ``text`` has a key naming a credential."""
-    if not text.isascii():  # case-insensitive matching beyond ASCII (e.g. "ſ" for "s"): the regex
+def _credential_key(text: str, lowered: str | None = None) -> bool:
+    """Whether the JSON ``text`` has a key naming a credential (``lowered``: ``text.lower()``)."""
+    if not text.isascii() and any(c in text for c in _FOLDING_TO_ASCII):
         return _CREDENTIAL_IN_JSON.search(text) is not None
-    lowered = text.lower()
+    lowered = text.lower() if lowered is None else lowered
     return any(end in lowered for end in _KEY_ENDS) and any(key in lowered for key in _CREDENTIAL_KEYS)
+
+
+# The only characters beyond ASCII that a case-insensitive regex matches to ASCII letters
+# ("İ" and "ı" to "i", "ſ" to "s", the Kelvin sign to "k"; found by trying every code point,
+# tests/store/test_codec.py). Without them, looking in the lowered text finds what the
+# regex finds, whatever else the text holds.
+_FOLDING_TO_ASCII = ("\u0130", "\u0131", "\u017f", "\u212a")
 
 
 _KEY_ENDS = ('authorization":', 'key":', 'password":', 'passwd":', 'secret":', 'token":', 'bearer":')
@@ -143,7 +150,8 @@ def _payload_text(payload: dict[str, Any]) -> str:
         text = to_json(payload, by_alias=False, fallback=_fallback, serialize_as_any=True, inf_nan_mode="null").decode()
     except PydanticSerializationError:  # a value pydantic cannot write even with the fallback: field by field
         text = json.dumps(_plain(payload), ensure_ascii=False, separators=(",", ":"), default=str)
-    if redact(text) == text and not _credential_key(text):
+    lowered = text.lower()
+    if not might_redact(text, lowered) and not _credential_key(text, lowered):
         return text
     return json.dumps(scrub(json.loads(text)), ensure_ascii=False, separators=(",", ":"))
 

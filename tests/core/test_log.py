@@ -77,3 +77,19 @@ def test_a_subscriber_that_unsubscribes_stops_receiving() -> None:
     team_log.record(EventMessage(event=2))
     assert [r.event for r in rec.records if isinstance(r, EventMessage)] == [1]
     assert [m.event for m in team_log.events()] == [1, 2]
+
+
+def test_the_stores_bookkeeping_is_fanned_out_but_not_kept_in_memory() -> None:
+    from aklab.core import DispatchedMessage, HandledMessage
+
+    log, recorder = TeamLog(), Recorder()
+    log.subscribe(recorder)
+    records = [
+        DispatchedMessage(message_id="m", done=True),
+        HandledMessage(message_id="n"),
+        SentMessage(message=Ping()),
+    ]
+    for record in records:
+        log.record(record)
+    assert recorder.records == records
+    assert log.messages() == [records[2]]

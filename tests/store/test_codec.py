@@ -72,6 +72,11 @@ def test_rows_never_import_modules_outside_aklab() -> None:
         '{"keys":"x","secretary":"y"}',
         '{"paſſword":"x"}',  # non-ASCII: matched case-insensitively like the regex does
         '{"PASSWORD":"x","é":1}',
+        '{"→":"to","Api_Key":"x"}',  # non-ASCII elsewhere: the lowered text is looked in
+        '{"→":"to","note":"no key"}',
+        '{"To\u212aen":"x"}',  # the Kelvin sign
+        '{"authorızation":"x"}',  # dotless i
+        '{"AUTHORİZATION":"x"}',  # dotted capital I
     ],
 )
 def test_the_fast_credential_key_check_finds_what_the_regex_finds(text: str) -> None:
@@ -104,3 +109,16 @@ def test_pydantic_core_writes_the_payload_in_one_call_and_odd_values_still_get_s
 
     row = encode(EventMessage(sender=MANAGER, event=Odd(thing=Unwritable())), "team")
     assert len(slow) == 1 and json.loads(row.payload)["fields"]["event"]["$data"]["$repr"].startswith("Odd(")
+
+
+def test_only_four_characters_beyond_ascii_match_an_ascii_letter_case_insensitively() -> None:
+    """What lets the credential check look in the lowered text of any other text: no other
+    character matches an ASCII letter in a case-insensitive regex, and none lowers to one."""
+    import re
+    import string
+
+    letter = re.compile("(?i)[a-z]")
+    folding = {chr(cp) for cp in range(128, 0x110000) if letter.fullmatch(chr(cp))}
+    assert folding == set(_codec._FOLDING_TO_ASCII)
+    lowering = {chr(cp) for cp in range(128, 0x110000) if set(chr(cp).lower()) & set(string.ascii_letters)}
+    assert lowering <= folding
