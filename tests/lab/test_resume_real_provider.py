@@ -1,9 +1,17 @@
 """Resume through pydantic-ai's real OpenAI provider over loopback: the histories stored with
 each handling's end (responses with their usage, finish reasons, provider ids, digest folds)
-come back exactly, and the resumed agent's next request carries them to the server."""
+come back exactly, and the resumed agent's next request carries them to the server; a
+kernel killed while a member waits on the server resumes and finishes every message once."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +23,7 @@ from aklab.lab import Lab
 from aklab.lab.teamfile import team_from_dict
 from aklab.llm import ModelConfig
 from aklab.store import SqliteStore
-from tests.fakeserver import FakeOpenAI, last_user_text, output
+from tests.fakeserver import Behaviour, FakeOpenAI, hang, last_user_text, output
 
 SOLO = {"name": "solo", "entry": "Solo", "roles": [{"role": "Solo", "prompt": "You are Solo."}]}
 ASKED = 9  # enough turns for the oldest to fold into a digest
@@ -55,3 +63,87 @@ def test_a_team_on_a_real_provider_resumes_with_its_histories_whole(
     (body,) = fake_openai.bodies[sent_before:]
     wire = "\n".join(str(m.get("content") or "") for m in body["messages"])
     assert "Question 0?" in wire and "Question 8?" in wire and "Question 9?" in wire
+
+
+ROOT = Path(__file__).resolve().parents[2]
+RELAY = {
+    "name": "relay",
+    "entry": "Manager",
+    "roles": [
+        {"role": "Manager", "prompt": "You are Manager.", "routes_to": ["Developer"]},
+        {"role": "Developer", "prompt": "You are Developer."},
+    ],
+}
+CHILD = textwrap.dedent(
+    """
+    import sys
+    from aklab.lab import Lab
+    from aklab.lab.teamfile import team_from_dict
+    from aklab.llm import ModelConfig
+    from tests.lab.test_resume_real_provider import RELAY
+    cfg = ModelConfig(provider="openai-compatible", model="fake", base_url=sys.argv[2])
+    lab = Lab(team_from_dict(RELAY), model=cfg, store=sys.argv[1])
+    lab.send("What is the answer?")
+    sys.stdin.read()
+    """
+)
+
+
+def _relay(developer_answers: list[bool]) -> Any:
+    """The server's side of the relay; the Developer's request hangs while ``developer_answers`` is empty."""
+
+    def respond(body: dict[str, Any]) -> Behaviour:
+        system = str(body["messages"][0].get("content") or "")
+        text = last_user_text(body)
+        if system.startswith("You are Developer"):
+            if not developer_answers:
+                return hang()
+            reply = {"message_type": "response", "recipient": "@Manager", "message": "42"}
+        elif "from @Developer" in text:
+            answer = [line for line in text.splitlines() if line.strip()][-1]
+            reply = {"message_type": "response", "recipient": "@Human", "message": f"relayed: {answer}"}
+        else:
+            reply = {"message_type": "request", "recipient": "Developer", "message": "compute the answer"}  # hires one
+        return output({"messages": [reply]})(body)
+
+    return respond
+
+
+def test_a_kernel_on_a_real_provider_killed_mid_exchange_resumes_and_finishes_every_message_once(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    path = tmp_path / "events.sqlite3"
+    answers: list[bool] = []
+    fake_openai.default = _relay(answers)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(path), fake_openai.url],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ) as child:
+        try:
+            assert fake_openai.wait_hanging(60), "the child's Developer never reached the server"
+            os.kill(child.pid, signal.SIGKILL)  # the kernel dies while the Developer waits on the server
+            assert child.wait(10) == -signal.SIGKILL
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait(10)
+    answers.append(True)
+    cfg = ModelConfig(provider="openai-compatible", model="fake", base_url=fake_openai.url)
+    with Lab.resume(store=path, spec=team_from_dict(RELAY), model=cfg) as lab:
+        assert lab.resume_report is not None and "1 message(s) re-delivered" in lab.resume_report
+        assert lab.wait(20)
+        assert [m.content for m in lab.replies()] == ["relayed: 42"]
+        team_id = lab.team_id
+    with SqliteStore(path) as store:
+        rows = store.records(team_id)
+    to_agents = [r.message_id for r in rows if r.kind == "SentMessage" and r.recipient != "@Human"]
+    finished = Counter(
+        r.message_id for r in rows if r.kind == "DispatchedMessage" and json.dumps(r.payload).find('"done": true') >= 0
+    )
+    assert len(to_agents) == 3  # the question, the request to the Developer, its answer
+    assert all(finished[m] == 1 for m in to_agents), finished  # none missing, none finished twice
