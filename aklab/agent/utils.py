@@ -1,5 +1,8 @@
 """The team addressing convention: ``@member`` is delivered, a bare role is hired.
 
+``@Role`` naming no member but a role the agent may hire is read as the bare role (hired):
+models write "@Developer" for a Developer not hired yet as often as "Developer".
+
 Kept apart from ``agent.py`` so that a second agent class can route its own output
 type without importing the base class.
 """
@@ -11,7 +14,7 @@ from typing import Protocol
 
 from aklab.core import ActorAddress
 
-__all__ = ["TeamResolver", "resolve_recipient", "why_unresolvable"]
+__all__ = ["TeamResolver", "as_role", "resolve_recipient", "why_unresolvable"]
 
 log = logging.getLogger("aklab.agent")
 
@@ -23,9 +26,17 @@ class TeamResolver(Protocol):
     def report_unroutable(self, recipient: str, reason: str) -> None: ...
 
 
+def as_role(team: TeamResolver, recipient: str) -> str:
+    """``recipient`` stripped, and an ``@Role`` that names no member but a hireable role as that role."""
+    recipient = recipient.strip()
+    if recipient.startswith("@") and recipient[1:] in team.hireable_roles() and team.get_team_member(recipient) is None:
+        return recipient[1:]
+    return recipient
+
+
 def why_unresolvable(team: TeamResolver, recipient: str) -> str | None:
     """Why ``recipient`` cannot be reached right now, or None if it can (no side effects)."""
-    recipient = recipient.strip()
+    recipient = as_role(team, recipient)
     if recipient.startswith("@"):
         if team.get_team_member(recipient) is None:
             return f"{recipient} is not a member of the team"
@@ -41,7 +52,7 @@ def why_unresolvable(team: TeamResolver, recipient: str) -> str | None:
 
 def resolve_recipient(team: TeamResolver, recipient: str) -> ActorAddress | None:
     """The member to deliver to, hiring one for a bare role; None (logged) if impossible."""
-    recipient = recipient.strip()
+    recipient = as_role(team, recipient)
     reason = why_unresolvable(team, recipient)
     if reason is None:
         if recipient.startswith("@"):

@@ -137,7 +137,7 @@ def _prompted(
     settings: dict[str, Any] = {}
     if constrain_json:
         settings["extra_body"] = {"response_format": {"type": "json_object", "schema": schema}}
-    reader = _json_reader(output_type, wire if item is not None else None, fallback)
+    reader = _json_reader(output_type, wire if item is not None else None, fallback, tuple(recipients))
     return OutputPlan(output_type=TextOutput(reader), instructions=instructions, settings=settings)
 
 
@@ -186,13 +186,17 @@ def _text_reader(_: Any, fallback: Callable[[str], Any]) -> Callable[[str], Any]
 
 
 def _json_reader(
-    output_type: Any, wire: type[BaseModel] | None, fallback: Callable[[str], Any] | None
+    output_type: Any,
+    wire: type[BaseModel] | None,
+    fallback: Callable[[str], Any] | None,
+    recipients: tuple[str, ...] = (),
 ) -> Callable[[str], Any]:
     def read(text: str) -> Any:
         if not text.strip():
             raise ModelRetry("Your answer was empty. Reply with the JSON object described in your instructions.")
         data = _extract_json(text)
         if data is not None:
+            _roles_as_named(data, recipients)
             try:
                 if wire is not None:
                     data = wire.model_validate(data).model_dump()
@@ -210,6 +214,21 @@ def _json_reader(
         return fallback(_strip(text))
 
     return read
+
+
+def _roles_as_named(data: dict[str, Any], recipients: tuple[str, ...]) -> None:
+    """``"@Developer"`` where only the role ``Developer`` may be addressed (none hired yet) is
+    that role: without this the reply failed the recipient list and went to the sender as
+    prose, a request turned into an answer."""
+    messages = data.get("messages")
+    if not recipients or not isinstance(messages, list):
+        return
+    for message in messages:
+        name = message.get("recipient") if isinstance(message, dict) else None
+        if isinstance(name, str):
+            name = name.strip()
+            if name not in recipients and name.startswith("@") and name[1:] in recipients:
+                message["recipient"] = name[1:]
 
 
 def _first_error(exc: ValidationError) -> str:
