@@ -73,8 +73,7 @@ def redact(text: str) -> str:
         text = pattern.sub(REDACTED, text)
     # Every alternative of _HEADERS contains one of these words: skip the (slow, verbose)
     # scan when none occurs. This runs on every stored record and every log line.
-    lowered = text.lower()
-    if not any(word in lowered for word in _HEADER_WORDS):
+    if not _names_a_header(text.lower()):
         return text
     return _HEADERS.sub(lambda m: (m.group(1) or m.group(2) or "") + REDACTED, text)
 
@@ -88,6 +87,10 @@ def might_redact(text: str, lowered: str) -> bool:
     pattern = _pattern
     if pattern is not None and pattern.search(text) is not None:
         return True
+    return _names_a_header(lowered)
+
+
+def _names_a_header(lowered: str) -> bool:
     return any(word in lowered for word in _HEADER_WORDS)
 
 

@@ -29,14 +29,18 @@ class TeamResolver(Protocol):
 def as_role(team: TeamResolver, recipient: str) -> str:
     """``recipient`` stripped, and an ``@Role`` that names no member but a hireable role as that role."""
     recipient = recipient.strip()
-    if recipient.startswith("@") and recipient[1:] in team.hireable_roles() and team.get_team_member(recipient) is None:
+    if recipient.startswith("@") and team.get_team_member(recipient) is None and recipient[1:] in team.hireable_roles():
         return recipient[1:]
     return recipient
 
 
 def why_unresolvable(team: TeamResolver, recipient: str) -> str | None:
     """Why ``recipient`` cannot be reached right now, or None if it can (no side effects)."""
-    recipient = as_role(team, recipient)
+    return _why(team, as_role(team, recipient))
+
+
+def _why(team: TeamResolver, recipient: str) -> str | None:
+    """``why_unresolvable`` of a recipient ``as_role`` has already read."""
     if recipient.startswith("@"):
         if team.get_team_member(recipient) is None:
             return f"{recipient} is not a member of the team"
@@ -53,7 +57,7 @@ def why_unresolvable(team: TeamResolver, recipient: str) -> str | None:
 def resolve_recipient(team: TeamResolver, recipient: str) -> ActorAddress | None:
     """The member to deliver to, hiring one for a bare role; None (logged) if impossible."""
     recipient = as_role(team, recipient)
-    reason = why_unresolvable(team, recipient)
+    reason = _why(team, recipient)
     if reason is None:
         if recipient.startswith("@"):
             return team.get_team_member(recipient)

@@ -13,15 +13,7 @@ from aklab.lab import Lab
 from aklab.lab.teamfile import team_from_dict
 from aklab.llm import ModelConfig
 from tests.fakeserver import Behaviour, FakeOpenAI, last_user_text, output
-
-RELAY = {
-    "name": "relay",
-    "entry": "Manager",
-    "roles": [
-        {"role": "Manager", "prompt": "You are Manager.", "routes_to": ["Developer"]},
-        {"role": "Developer", "prompt": "You are Developer."},
-    ],
-}
+from tests.lab.test_resume_real_provider import RELAY
 
 
 def _respond(body: dict[str, Any]) -> Behaviour:

@@ -12,6 +12,7 @@ import sys
 import textwrap
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelResponse
@@ -117,7 +118,13 @@ def test_a_kernel_killed_mid_exchange_resumes_and_finishes_every_message_once(tm
             if child.poll() is None:
                 child.kill()
                 child.wait(10)
-    with Lab.resume(store=path, spec=_relay("42")) as lab:
+    resume_and_finish_the_relay_once(path, spec=_relay("42"))
+
+
+def resume_and_finish_the_relay_once(path: Path, **resume: Any) -> None:
+    """Resume a relay killed while the Developer worked: the one message left is delivered
+    again, the human gets the relayed answer, and every message to an agent is finished once."""
+    with Lab.resume(store=path, **resume) as lab:
         assert lab.resume_report is not None and "1 message(s) re-delivered" in lab.resume_report
         assert lab.wait(20)
         assert [m.content for m in lab.replies()] == ["relayed: 42"]

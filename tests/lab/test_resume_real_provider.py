@@ -5,13 +5,11 @@ kernel killed while a member waits on the server resumes and finishes every mess
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
 import textwrap
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +22,7 @@ from aklab.lab.teamfile import team_from_dict
 from aklab.llm import ModelConfig
 from aklab.store import SqliteStore
 from tests.fakeserver import Behaviour, FakeOpenAI, hang, last_user_text, output
+from tests.lab.test_resume import resume_and_finish_the_relay_once
 
 SOLO = {"name": "solo", "entry": "Solo", "roles": [{"role": "Solo", "prompt": "You are Solo."}]}
 ASKED = 9  # enough turns for the oldest to fold into a digest
@@ -134,16 +133,4 @@ def test_a_kernel_on_a_real_provider_killed_mid_exchange_resumes_and_finishes_ev
                 child.wait(10)
     answers.append(True)
     cfg = ModelConfig(provider="openai-compatible", model="fake", base_url=fake_openai.url)
-    with Lab.resume(store=path, spec=team_from_dict(RELAY), model=cfg) as lab:
-        assert lab.resume_report is not None and "1 message(s) re-delivered" in lab.resume_report
-        assert lab.wait(20)
-        assert [m.content for m in lab.replies()] == ["relayed: 42"]
-        team_id = lab.team_id
-    with SqliteStore(path) as store:
-        rows = store.records(team_id)
-    to_agents = [r.message_id for r in rows if r.kind == "SentMessage" and r.recipient != "@Human"]
-    finished = Counter(
-        r.message_id for r in rows if r.kind == "DispatchedMessage" and json.dumps(r.payload).find('"done": true') >= 0
-    )
-    assert len(to_agents) == 3  # the question, the request to the Developer, its answer
-    assert all(finished[m] == 1 for m in to_agents), finished  # none missing, none finished twice
+    resume_and_finish_the_relay_once(path, spec=team_from_dict(RELAY), model=cfg)
