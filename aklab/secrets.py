@@ -22,11 +22,14 @@ import threading
 from typing import Any
 
 __all__ = [
+    "FOLDING_TO_ASCII",
     "LOGGER_PREFIXES",
     "REDACTED",
     "SecretFilter",
+    "folds_to_ascii",
     "install_log_redaction",
     "might_redact",
+    "might_redact_utf8",
     "redact",
     "register_secret",
 ]
@@ -90,8 +93,50 @@ def might_redact(text: str, lowered: str) -> bool:
     return _names_a_header(lowered)
 
 
+def might_redact_utf8(text: str, raw: bytes, lowered: bytes) -> bool:
+    """:func:`might_redact` for a text also at hand as its UTF-8 bytes ``raw`` (a JSON
+    writer's output), with ``lowered`` = ``raw.lower()``. Lowering bytes touches ASCII
+    letters only, and is several times cheaper than ``str.lower()`` on a text beyond
+    Latin-1, whose every character is then looked up. A word of ASCII letters is in one
+    lowered text when it is in the other, unless the text holds one of
+    :data:`FOLDING_TO_ASCII`: then the text itself is lowered."""
+    pattern = _pattern
+    if pattern is not None and pattern.search(text) is not None:
+        return True
+    if folds_to_ascii(text):
+        return _names_a_header(text.lower())
+    for word in _HEADER_WORDS_UTF8:
+        if word in lowered:
+            return True
+    return False
+
+
+def folds_to_ascii(text: str) -> bool:
+    """Whether ``text`` holds a character of :data:`FOLDING_TO_ASCII` (one-character
+    searches in a str are the fast ones)."""
+    if text.isascii():
+        return False
+    for char in FOLDING_TO_ASCII:
+        if char in text:
+            return True
+    return False
+
+
 def _names_a_header(lowered: str) -> bool:
-    return any(word in lowered for word in _HEADER_WORDS)
+    for word in _HEADER_WORDS:
+        if word in lowered:
+            return True
+    return False
+
+
+_HEADER_WORDS_UTF8 = tuple(word.encode() for word in _HEADER_WORDS)
+
+FOLDING_TO_ASCII = ("\u0130", "\u0131", "\u017f", "\u212a")
+"""The only characters beyond ASCII that a case-insensitive regex matches to ASCII letters
+("İ" and "ı" to "i", "ſ" to "s", the Kelvin sign to "k"), and the only ones whose lower case
+holds an ASCII letter (both found by trying every code point, tests/store/test_codec.py):
+in a text without them, a word of ASCII letters is found in the lowered text exactly where
+a case-insensitive regex finds it, whatever else the text holds."""
 
 
 LOGGER_PREFIXES = ("aklab", "pykka")

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError, to_json, to_jsonable_python
 
 from aklab.core import ActorAddress, EventMessage, Message, OrchestratorMessage
-from aklab.secrets import REDACTED, might_redact, redact
+from aklab.secrets import FOLDING_TO_ASCII, REDACTED, folds_to_ascii, might_redact_utf8, redact
 
 __all__ = ["PAYLOAD_VERSION", "Row", "class_path", "decode", "encode", "scrub"]
 
@@ -75,22 +75,27 @@ _CREDENTIAL_KEYS = tuple(
 )
 
 
-def _credential_key(text: str, lowered: str | None = None) -> bool:
-    """Whether the JSON ``text`` has a key naming a credential (``lowered``: ``text.lower()``)."""
-    if not text.isascii() and any(c in text for c in _FOLDING_TO_ASCII):
+def _credential_key(text: str) -> bool:
+    """Whether the JSON ``text`` has a key naming a credential."""
+    raw = text.encode()
+    return _credential_key_utf8(text, raw, raw.lower())
+
+
+def _credential_key_utf8(text: str, raw: bytes, lowered: bytes) -> bool:
+    """:func:`_credential_key` on the UTF-8 bytes ``raw`` of ``text`` (``lowered`` =
+    ``raw.lower()``: see :func:`aklab.secrets.might_redact_utf8` for why it finds the same)."""
+    if folds_to_ascii(text):
         return _CREDENTIAL_IN_JSON.search(text) is not None
-    lowered = text.lower() if lowered is None else lowered
-    return any(end in lowered for end in _KEY_ENDS) and any(key in lowered for key in _CREDENTIAL_KEYS)
+    for end in _KEY_ENDS_UTF8:
+        if end in lowered:
+            return any(key in lowered for key in _CREDENTIAL_KEYS_UTF8)
+    return False
 
 
-# The only characters beyond ASCII that a case-insensitive regex matches to ASCII letters
-# ("İ" and "ı" to "i", "ſ" to "s", the Kelvin sign to "k"; found by trying every code point,
-# tests/store/test_codec.py). Without them, looking in the lowered text finds what the
-# regex finds, whatever else the text holds.
-_FOLDING_TO_ASCII = ("\u0130", "\u0131", "\u017f", "\u212a")
-
-
+_FOLDING_TO_ASCII = FOLDING_TO_ASCII  # the characters beyond ASCII that match ASCII letters case-insensitively
 _KEY_ENDS = ('authorization":', 'key":', 'password":', 'passwd":', 'secret":', 'token":', 'bearer":')
+_KEY_ENDS_UTF8 = tuple(end.encode() for end in _KEY_ENDS)
+_CREDENTIAL_KEYS_UTF8 = tuple(key.encode() for key in _CREDENTIAL_KEYS)
 
 
 class Row(NamedTuple):
@@ -117,7 +122,8 @@ def class_path(klass: type) -> str:
 
 def encode(record: OrchestratorMessage, team_id: str) -> Row:
     """The row for ``record`` (payload redacted)."""
-    fields = {name: _wrapped(getattr(record, name, None)) for name in type(record).model_fields}
+    values = record.__dict__  # a model's fields (getattr of one it lacks costs a formatted AttributeError)
+    fields = {name: _wrapped(values.get(name)) for name in type(record).model_fields}
     payload = {"v": PAYLOAD_VERSION, "type": class_path(type(record)), "fields": fields}
     sender, recipient = record.sender, record.recipient
     created = record.created_at
@@ -128,7 +134,7 @@ def encode(record: OrchestratorMessage, team_id: str) -> Row:
         record.ask_id,
         type(record).__name__,
         type(record.event).__name__ if isinstance(record, EventMessage) else None,
-        _message_id(record),
+        _message_id(values),
         sender.name if sender is not None else None,
         sender.role if sender is not None else None,
         sender.agent_id if sender is not None else None,
@@ -147,11 +153,13 @@ def _payload_text(payload: dict[str, Any]) -> str:
     only a payload where it finds something, or a credential-named key, is walked string
     by string (which is what is stored then)."""
     try:
-        text = to_json(payload, by_alias=False, fallback=_fallback, serialize_as_any=True, inf_nan_mode="null").decode()
+        raw = to_json(payload, by_alias=False, fallback=_fallback, serialize_as_any=True, inf_nan_mode="null")
+        text = raw.decode()
     except PydanticSerializationError:  # a value pydantic cannot write even with the fallback: field by field
         text = json.dumps(_plain(payload), ensure_ascii=False, separators=(",", ":"), default=str)
-    lowered = text.lower()
-    if not might_redact(text, lowered) and not _credential_key(text, lowered):
+        raw = text.encode()
+    lowered = raw.lower()  # bytes: ASCII letters only, see might_redact_utf8
+    if not might_redact_utf8(text, raw, lowered) and not _credential_key_utf8(text, raw, lowered):
         return text
     return json.dumps(scrub(json.loads(text)), ensure_ascii=False, separators=(",", ":"))
 
@@ -177,11 +185,12 @@ def _tagged(value: Any) -> bool:
     return isinstance(value, dict) and "$data" in value and not isinstance(value["$data"], dict | list)
 
 
-def _message_id(record: OrchestratorMessage) -> str | None:
-    inner = getattr(record, "message", None) or getattr(record, "current_message", None)
+def _message_id(values: dict[str, Any]) -> str | None:
+    """The id of the message a record is about, from the record's field values."""
+    inner = values.get("message") or values.get("current_message")
     if isinstance(inner, Message):
         return inner.id
-    handled = getattr(record, "message_id", None)
+    handled = values.get("message_id")
     return handled if isinstance(handled, str) else None
 
 

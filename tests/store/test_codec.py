@@ -122,3 +122,28 @@ def test_only_four_characters_beyond_ascii_match_an_ascii_letter_case_insensitiv
     assert folding == set(_codec._FOLDING_TO_ASCII)
     lowering = {chr(cp) for cp in range(128, 0x110000) if set(chr(cp).lower()) & set(string.ascii_letters)}
     assert lowering <= folding
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "plain words",
+        "Authorization: Bearer abcdefghijkl",
+        "an API_KEY=xyz in ascii",
+        "→ arrows beyond Latin-1, then Api-Key: v",
+        "→ arrows and no header word",
+        "Api-\u212aey: v",  # the Kelvin sign lowers to k
+        "AUTHORİZATION: v",  # the dotted capital I
+        "beaRer token → é",
+    ],
+)
+def test_the_byte_check_for_header_words_finds_what_the_text_check_finds(text: str) -> None:
+    from aklab.secrets import might_redact, might_redact_utf8
+
+    raw = text.encode()
+    assert might_redact_utf8(text, raw, raw.lower()) == might_redact(text, text.lower())
+
+
+def test_a_header_spelled_with_a_character_that_lowers_to_ascii_is_still_redacted_in_a_row() -> None:
+    row = encode(sent("→ call it with Api-\u212aey: sk-kelvin-0123456789"), "team")
+    assert "sk-kelvin-0123456789" not in row.payload and "[redacted]" in row.payload
