@@ -47,9 +47,9 @@ from aklab.agent.events import (
     RoutingSkippedEvent,
 )
 from aklab.agent.messages import AgentMessage
-from aklab.agent.output_models import StructuredOutput
+from aklab.agent.output_models import Request, StructuredOutput
 from aklab.agent.usage_limits import guard_usage_limits
-from aklab.agent.utils import resolve_recipient
+from aklab.agent.utils import resolve_recipient, why_unresolvable
 from aklab.core import ActorAddress, AgentCard, Akgent, CancelMessage, Message, Orchestrator, TeamGuard
 from aklab.errors import ActorGoneError, AklabError, ModelError, RoutingError
 from aklab.llm import AgentUsageSummary, LlmUsageEvent, aggregate_usage
@@ -480,7 +480,7 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         delivered = False
         asks = self._system.asks if self._system is not None else None
         for request in output.messages:
-            member = resolve_recipient(self, request.recipient)
+            member = self._recipient_of(request)
             if member is None:
                 continue
             if member == self.myAddress:
@@ -499,6 +499,20 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
                 continue
             delivered = True
         return delivered
+
+    def _recipient_of(self, request: Request) -> ActorAddress | None:
+        """Who gets ``request``: its recipient, or for a response that names no one it can
+        reach (the recipient check's retries spent), whoever sent the message being answered:
+        a response is for the asker, and skipping it lost the answer. Reported either way."""
+        if request.message_type == "response":
+            current = self.current_message
+            asker = current.sender if current is not None else None
+            if asker is not None and asker != self.myAddress:
+                reason = why_unresolvable(self, request.recipient)
+                if reason is not None:
+                    self.report_unroutable(request.recipient, f"{reason}; the response went to {asker.name}, who asked")
+                    return asker
+        return resolve_recipient(self, request.recipient)
 
     def _within_cap(self, text: str) -> str:
         cap = self._guard().max_message_chars if self._system is not None else None

@@ -9,7 +9,9 @@ Four modes (``Profile.output_mode``):
 - ``prompted``: the JSON shape is described in the run's instructions and, where the
   server can constrain decoding (llama.cpp's ``json_object`` + ``schema``), enforced by
   a grammar; the ``recipient`` field is limited to the names the agent can reach. Text
-  that is not that JSON falls back to plain text.
+  that is not that JSON falls back to plain text. JSON that is right but for a recipient
+  off that list is read as addressed, as a tool call would be: the recipient check then
+  asks the model to fix the name.
 - ``text``: no JSON at all; the text is the reply.
 
 The text fallback is the run's ``fallback(text)``: the agent makes it deliver the text to
@@ -202,6 +204,10 @@ def _json_reader(
                     data = wire.model_validate(data).model_dump()
                 return output_type.model_validate(data)
             except ValidationError as exc:
+                if wire is not None and recipients:
+                    addressed = _as_addressed(output_type, data)
+                    if addressed is not None:
+                        return addressed
                 if fallback is None:
                     raise ModelRetry(f"Your JSON did not match the schema: {_first_error(exc)}") from exc
                 prose = _prose_of(data)
@@ -214,6 +220,18 @@ def _json_reader(
         return fallback(_strip(text))
 
     return read
+
+
+def _as_addressed(output_type: Any, data: dict[str, Any]) -> Any:
+    """The output as the model addressed it, when naming someone off the recipient list is
+    all that is wrong with it (None otherwise). It then goes on like a tool call naming
+    them: the recipient check asks the model to fix the names while retries last, and
+    routing reports what it still cannot deliver. Falling back to prose instead sent the
+    text to the sender as an answer: a request to "@Nobody" became the reply, unreported."""
+    try:
+        return output_type.model_validate(_wire_model(()).model_validate(data).model_dump())
+    except ValidationError:
+        return None
 
 
 def _roles_as_named(data: dict[str, Any], recipients: tuple[str, ...]) -> None:

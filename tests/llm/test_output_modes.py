@@ -83,8 +83,25 @@ def test_prompted_mode_falls_back_to_plain_text_and_to_the_text_of_a_near_miss()
     assert read(plan.output_type, "The capital of France is Paris.") == reply_to_human(
         "The capital of France is Paris."
     )
-    near_miss = {"messages": [{"recipient": "@Nobody", "message_type": "response", "message": "4"}]}
+    near_miss = {"messages": [{"recipient": "@Human", "message_type": "answer", "message": "4"}]}
     assert read(plan.output_type, json.dumps(near_miss)) == reply_to_human("4")
+
+
+def test_prompted_json_naming_someone_off_the_list_is_read_as_addressed() -> None:
+    """Not turned into prose for the sender: the recipient check and routing deal with the name."""
+    plan = plan_output(StructuredOutput, "prompted", fallback=reply_to_human, recipients=["@Human", "Developer"])
+    reply = {
+        "messages": [
+            {"recipient": "@Nobody", "message_type": "request", "message": "Do it."},
+            {"recipient": "Developer", "message_type": "request", "message": "Write it."},
+        ]
+    }
+    assert read(plan.output_type, json.dumps(reply)) == StructuredOutput(
+        messages=[
+            Request(recipient="@Nobody", message_type="request", message="Do it."),
+            Request(recipient="Developer", message_type="request", message="Write it."),
+        ]
+    )
 
 
 def test_an_empty_answer_is_rejected_with_a_retry_prompt() -> None:

@@ -23,7 +23,9 @@ __all__ = ["RecipientCheckCapability"]
 class RecipientCheckCapability(AbstractCapability[Any]):
     team: TeamResolver
 
-    async def after_output_validate(self, ctx: RunContext[Any], *, output_context: Any, output: Any) -> Any:
+    async def after_output_process(self, ctx: RunContext[Any], *, output_context: Any, output: Any) -> Any:
+        """After processing, not validation: pydantic-ai fires validate hooks only for output
+        it parses, and a prompted-mode reply is text read by an output function."""
         requests = getattr(output, "messages", None)
         if not isinstance(requests, list) or ctx.retry >= ctx.max_retries:
             return output
