@@ -27,7 +27,7 @@ class RecipientCheckCapability(AbstractCapability[Any]):
         """After processing, not validation: pydantic-ai fires validate hooks only for output
         it parses, and a prompted-mode reply is text read by an output function."""
         requests = getattr(output, "messages", None)
-        if not isinstance(requests, list) or ctx.retry >= ctx.max_retries:
+        if not isinstance(requests, list) or ctx.retry >= ctx.max_retries or ctx.partial_output:
             return output
         problems = []
         for request in requests:
