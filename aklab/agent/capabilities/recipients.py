@@ -2,8 +2,9 @@
 
 While the run can still retry, an output naming an unknown ``@member`` or a role the
 agent may not hire is rejected with ``ModelRetry`` saying which and why, so the model
-can fix it. Once retries are spent, the output goes through and routing skips (and
-reports) what it cannot deliver.
+can fix it, in every output mode. Once retries are spent, the output goes through:
+routing delivers a response to whoever asked, and skips (and reports) anything else it
+cannot deliver.
 """
 
 from __future__ import annotations
