@@ -147,16 +147,28 @@ class AskLedger:
 
     def cancel(self, ask_id: str, reason: str = "stopped") -> bool:
         """End ``ask_id`` everywhere; False if it was already over."""
+        return bool(self.cancel_many([ask_id], reason))
+
+    def cancel_many(self, ask_ids: Iterable[str], reason: str = "stopped") -> list[str]:
+        """End every ask of ``ask_ids`` everywhere; the ids of those that were not over yet.
+
+        All are marked cancelled before any run is interrupted: an interrupted run frees its
+        agent at once, and the next message it took, of an ask further down the list, would
+        otherwise start (a model call) before being withdrawn."""
+        ended: list[str] = []
+        runs: list[Callable[[], object]] = []
         with self._lock:
-            state = self._state(ask_id)
-            if state.cancelled is not None:
-                return False
-            state.cancelled = reason
-            runs = list(state.runs.values())
+            for ask_id in ask_ids:
+                state = self._state(ask_id)
+                if state.cancelled is not None:
+                    continue
+                state.cancelled = reason
+                runs.extend(state.runs.values())
+                ended.append(ask_id)
         for interrupt in runs:
             interrupt()
-        self._announce([(ask_id, reason)])
-        return True
+        self._announce([(ask_id, reason) for ask_id in ended])
+        return ended
 
     def _announce(self, cancelled: list[tuple[str, str]]) -> None:
         callback = self.on_cancel
@@ -170,8 +182,7 @@ class AskLedger:
 
     def cancel_all(self, reason: str = "stopped") -> list[str]:
         """Cancel every open ask; returns their ids."""
-        ids = self.open_asks()
-        return [a for a in ids if self.cancel(a, reason)]
+        return self.cancel_many(self.open_asks(), reason)
 
     def close(self) -> None:
         """No ask may run from now on: every open one is cancelled, and new ones are born over."""

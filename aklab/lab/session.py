@@ -348,8 +348,7 @@ class Lab:
         active = asks.active()
         waiting = sum(1 for a in active if a.turns == 0 and not a.runs)
         busy = sorted(self.recorder.busy)
-        for state in active:
-            asks.cancel(state.ask_id, "stopped by the human")
+        asks.cancel_many([state.ask_id for state in active], "stopped by the human")
         return Stopped(busy, withdrawn=waiting)
 
     def _cancel(self, targets: list[ActorAddress]) -> list[str]:
