@@ -49,7 +49,7 @@ from aklab.agent.events import (
 from aklab.agent.messages import AgentMessage
 from aklab.agent.output_models import Request, StructuredOutput
 from aklab.agent.usage_limits import guard_usage_limits
-from aklab.agent.utils import resolve_recipient, why_unresolvable
+from aklab.agent.utils import resolve_recipient
 from aklab.core import ActorAddress, AgentCard, Akgent, CancelMessage, Message, Orchestrator, TeamGuard
 from aklab.errors import ActorGoneError, AklabError, ModelError, RoutingError
 from aklab.llm import AgentUsageSummary, LlmUsageEvent, aggregate_usage
@@ -504,15 +504,11 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         """Who gets ``request``: its recipient, or for a response that names no one it can
         reach (the recipient check's retries spent), whoever sent the message being answered:
         a response is for the asker, and skipping it lost the answer. Reported either way."""
-        if request.message_type == "response":
-            current = self.current_message
-            asker = current.sender if current is not None else None
-            if asker is not None and asker != self.myAddress:
-                reason = why_unresolvable(self, request.recipient)
-                if reason is not None:
-                    self.report_unroutable(request.recipient, f"{reason}; the response went to {asker.name}, who asked")
-                    return asker
-        return resolve_recipient(self, request.recipient)
+        asker = None
+        if request.message_type == "response" and self.current_message is not None:
+            sender = self.current_message.sender
+            asker = sender if sender is not None and sender != self.myAddress else None
+        return resolve_recipient(self, request.recipient, otherwise=asker)
 
     def _within_cap(self, text: str) -> str:
         cap = self._guard().max_message_chars if self._system is not None else None

@@ -54,8 +54,11 @@ def _why(team: TeamResolver, recipient: str) -> str | None:
     return None
 
 
-def resolve_recipient(team: TeamResolver, recipient: str) -> ActorAddress | None:
-    """The member to deliver to, hiring one for a bare role; None (logged) if impossible."""
+def resolve_recipient(
+    team: TeamResolver, recipient: str, *, otherwise: ActorAddress | None = None
+) -> ActorAddress | None:
+    """The member to deliver to, hiring one for a bare role; if impossible, ``otherwise``
+    (reported as delivered there instead), or None (logged and reported)."""
     recipient = as_role(team, recipient)
     reason = _why(team, recipient)
     if reason is None:
@@ -65,6 +68,8 @@ def resolve_recipient(team: TeamResolver, recipient: str) -> ActorAddress | None
             return team.hire_member(recipient)
         except Exception as exc:
             reason = f"hiring {recipient!r} failed: {exc}"
+    if otherwise is not None:
+        reason = f"{reason}; delivered to {otherwise.name} instead"
     log.warning("skipped recipient %s: %s", recipient, reason)
     team.report_unroutable(recipient, reason)
-    return None
+    return otherwise

@@ -139,7 +139,7 @@ def _prompted(
     settings: dict[str, Any] = {}
     if constrain_json:
         settings["extra_body"] = {"response_format": {"type": "json_object", "schema": schema}}
-    reader = _json_reader(output_type, wire if item is not None else None, fallback, tuple(recipients))
+    reader = _json_reader(output_type, wire if item is not None else None, fallback)
     return OutputPlan(output_type=TextOutput(reader), instructions=instructions, settings=settings)
 
 
@@ -188,23 +188,19 @@ def _text_reader(_: Any, fallback: Callable[[str], Any]) -> Callable[[str], Any]
 
 
 def _json_reader(
-    output_type: Any,
-    wire: type[BaseModel] | None,
-    fallback: Callable[[str], Any] | None,
-    recipients: tuple[str, ...] = (),
+    output_type: Any, wire: type[BaseModel] | None, fallback: Callable[[str], Any] | None
 ) -> Callable[[str], Any]:
     def read(text: str) -> Any:
         if not text.strip():
             raise ModelRetry("Your answer was empty. Reply with the JSON object described in your instructions.")
         data = _extract_json(text)
         if data is not None:
-            _roles_as_named(data, recipients)
             try:
                 if wire is not None:
                     data = wire.model_validate(data).model_dump()
                 return output_type.model_validate(data)
             except ValidationError as exc:
-                if wire is not None and recipients:
+                if wire is not None:
                     addressed = _as_addressed(output_type, data)
                     if addressed is not None:
                         return addressed
@@ -225,28 +221,14 @@ def _json_reader(
 def _as_addressed(output_type: Any, data: dict[str, Any]) -> Any:
     """The output as the model addressed it, when naming someone off the recipient list is
     all that is wrong with it (None otherwise). It then goes on like a tool call naming
-    them: the recipient check asks the model to fix the names while retries last, and
-    routing reports what it still cannot deliver. Falling back to prose instead sent the
+    them: the recipient check asks the model to fix the names while retries last (an
+    "@Role" naming a role it may hire is that role, as routing reads it), and routing
+    reports what it still cannot deliver. Falling back to prose instead sent the
     text to the sender as an answer: a request to "@Nobody" became the reply, unreported."""
     try:
         return output_type.model_validate(_wire_model(()).model_validate(data).model_dump())
     except ValidationError:
         return None
-
-
-def _roles_as_named(data: dict[str, Any], recipients: tuple[str, ...]) -> None:
-    """``"@Developer"`` where only the role ``Developer`` may be addressed (none hired yet) is
-    that role: without this the reply failed the recipient list and went to the sender as
-    prose, a request turned into an answer."""
-    messages = data.get("messages")
-    if not recipients or not isinstance(messages, list):
-        return
-    for message in messages:
-        name = message.get("recipient") if isinstance(message, dict) else None
-        if isinstance(name, str):
-            name = name.strip()
-            if name not in recipients and name.startswith("@") and name[1:] in recipients:
-                message["recipient"] = name[1:]
 
 
 def _first_error(exc: ValidationError) -> str:

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError, to_json, to_jsonable_python
 
 from aklab.core import ActorAddress, EventMessage, Message, OrchestratorMessage
-from aklab.secrets import FOLDING_TO_ASCII, REDACTED, folds_to_ascii, might_redact_utf8, redact
+from aklab.secrets import REDACTED, folds_to_ascii, might_redact_utf8, redact
 
 __all__ = ["PAYLOAD_VERSION", "Row", "class_path", "decode", "encode", "scrub"]
 
@@ -75,15 +75,10 @@ _CREDENTIAL_KEYS = tuple(
 )
 
 
-def _credential_key(text: str) -> bool:
-    """Whether the JSON ``text`` has a key naming a credential."""
-    raw = text.encode()
-    return _credential_key_utf8(text, raw, raw.lower())
-
-
 def _credential_key_utf8(text: str, raw: bytes, lowered: bytes) -> bool:
-    """:func:`_credential_key` on the UTF-8 bytes ``raw`` of ``text`` (``lowered`` =
-    ``raw.lower()``: see :func:`aklab.secrets.might_redact_utf8` for why it finds the same)."""
+    """Whether the JSON ``text`` has a key naming a credential, looked for in its UTF-8 bytes
+    ``raw`` (``lowered`` = ``raw.lower()``: see :func:`aklab.secrets.might_redact_utf8` for
+    why that finds what ``_CREDENTIAL_IN_JSON`` finds)."""
     if folds_to_ascii(text):
         return _CREDENTIAL_IN_JSON.search(text) is not None
     for end in _KEY_ENDS_UTF8:
@@ -92,7 +87,6 @@ def _credential_key_utf8(text: str, raw: bytes, lowered: bytes) -> bool:
     return False
 
 
-_FOLDING_TO_ASCII = FOLDING_TO_ASCII  # the characters beyond ASCII that match ASCII letters case-insensitively
 _KEY_ENDS = ('authorization":', 'key":', 'password":', 'passwd":', 'secret":', 'token":', 'bearer":')
 _KEY_ENDS_UTF8 = tuple(end.encode() for end in _KEY_ENDS)
 _CREDENTIAL_KEYS_UTF8 = tuple(key.encode() for key in _CREDENTIAL_KEYS)

@@ -53,19 +53,26 @@ def test_a_request_to_no_one_goes_back_to_the_model_which_fixes_it(fake_openai: 
     assert [_told(b) for b in fake_openai.bodies] == [False, True]
 
 
+def _ask_a_model_that_never_fixes(fake_openai: FakeOpenAI, mode: str, reply: dict[str, str]) -> Any:
+    """Ask once with every answer ``reply``; (replies, skipped routes, request bodies)."""
+    fake_openai.default = output({"messages": [reply]})
+    with _lab(fake_openai, mode) as lab:
+        replies = lab.ask("What is the answer?", timeout=20)
+        skips = _skips(lab)
+    return replies, skips, fake_openai.bodies
+
+
 @pytest.mark.parametrize("mode", ["tool", "prompted"])
 def test_a_request_to_no_one_that_the_model_never_fixes_is_reported_not_delivered(
     fake_openai: FakeOpenAI, mode: str
 ) -> None:
     reply = {"message_type": "request", "recipient": "@Nobody", "message": "compute the answer"}
-    fake_openai.default = output({"messages": [reply]})
-    with _lab(fake_openai, mode) as lab:
-        replies = lab.ask("What is the answer?", timeout=20)
-        assert [m.type for m in replies] == ["notification"]
-        assert "@Manager did not reply to @Human" in replies[0].content and TOLD in replies[0].content
-        assert "compute the answer" not in replies.text
-        assert TOLD in _skips(lab)["@Nobody"]
-    assert [_told(b) for b in fake_openai.bodies] == [False, True, True, True]  # the first answer, 3 retries
+    replies, skips, bodies = _ask_a_model_that_never_fixes(fake_openai, mode, reply)
+    assert [m.type for m in replies] == ["notification"]
+    assert "@Manager did not reply to @Human" in replies[0].content and TOLD in replies[0].content
+    assert "compute the answer" not in replies.text
+    assert TOLD in skips["@Nobody"]
+    assert [_told(b) for b in bodies] == [False, True, True, True]  # the first answer, 3 retries
 
 
 @pytest.mark.parametrize("mode", ["tool", "prompted"])
@@ -73,10 +80,7 @@ def test_a_response_to_a_misspelled_name_reaches_whoever_asked_once_retries_are_
     fake_openai: FakeOpenAI, mode: str
 ) -> None:
     reply = {"message_type": "response", "recipient": "@Humna", "message": "42"}
-    fake_openai.default = output({"messages": [reply]})
-    with _lab(fake_openai, mode) as lab:
-        replies = lab.ask("What is the answer?", timeout=20)
-        assert [(m.type, m.content) for m in replies] == [("response", "42")]
-        assert _skips(lab)["@Humna"].endswith("the response went to @Human, who asked")
-    told = ["@Humna is not a member of the team" in json.dumps(b) for b in fake_openai.bodies]
-    assert told == [False, True, True, True]
+    replies, skips, bodies = _ask_a_model_that_never_fixes(fake_openai, mode, reply)
+    assert [(m.type, m.content) for m in replies] == [("response", "42")]
+    assert skips["@Humna"] == "@Humna is not a member of the team; delivered to @Human instead"
+    assert ["@Humna is not a member of the team" in json.dumps(b) for b in bodies] == [False, True, True, True]

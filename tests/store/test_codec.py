@@ -7,7 +7,7 @@ import json
 import pytest
 
 from aklab.core import EventMessage
-from aklab.secrets import register_secret
+from aklab.secrets import FOLDING_TO_ASCII, register_secret
 from aklab.store import _codec, decode, encode, new_team_id
 from aklab.store._codec import scrub
 from tests.store.test_contract import MANAGER, sent, usage
@@ -80,7 +80,9 @@ def test_rows_never_import_modules_outside_aklab() -> None:
     ],
 )
 def test_the_fast_credential_key_check_finds_what_the_regex_finds(text: str) -> None:
-    assert _codec._credential_key(text) == (_codec._CREDENTIAL_IN_JSON.search(text) is not None)
+    raw = text.encode()
+    found = _codec._credential_key_utf8(text, raw, raw.lower())
+    assert found == (_codec._CREDENTIAL_IN_JSON.search(text) is not None)
 
 
 def test_pydantic_core_writes_the_payload_in_one_call_and_odd_values_still_get_stored(
@@ -119,7 +121,7 @@ def test_only_four_characters_beyond_ascii_match_an_ascii_letter_case_insensitiv
 
     letter = re.compile("(?i)[a-z]")
     folding = {chr(cp) for cp in range(128, 0x110000) if letter.fullmatch(chr(cp))}
-    assert folding == set(_codec._FOLDING_TO_ASCII)
+    assert folding == set(FOLDING_TO_ASCII)
     lowering = {chr(cp) for cp in range(128, 0x110000) if set(chr(cp).lower()) & set(string.ascii_letters)}
     assert lowering <= folding
 
