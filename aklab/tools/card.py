@@ -24,7 +24,7 @@ from pydantic import BaseModel
 if TYPE_CHECKING:
     from aklab.core import ActorAddress, AgentCard
 
-__all__ = ["Channel", "ToolCard", "ToolHost", "offered_when"]
+__all__ = ["Channel", "ToolCard", "ToolHost", "in_order", "offered_when"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -42,6 +42,15 @@ def offered_when(check: Callable[[], bool]) -> Callable[[F], F]:
         return tool
 
     return mark
+
+
+def in_order(tool: F) -> F:
+    """Run a card's tool alone when the model calls several tools in one response
+    (pydantic-ai's ``sequential``): a tool that changes shared state then acts in the order
+    the model wrote the calls, not in whichever order their threads run ("create A; create
+    B" gives A the first task id every time)."""
+    tool.__aklab_in_order__ = True  # type: ignore[attr-defined]
+    return tool
 
 
 class Channel(StrEnum):

@@ -55,7 +55,8 @@ def _model_facing(tool: Callable[..., Any]) -> Any:
         def prepare(ctx: RunContext[Any], tool_def: ToolDefinition) -> ToolDefinition | None:
             return tool_def if check() else None
 
-    return Tool(call, prepare=prepare, function_schema=_schema_for(tool, call))
+    sequential = bool(getattr(tool, "__aklab_in_order__", False))
+    return Tool(call, prepare=prepare, function_schema=_schema_for(tool, call), sequential=sequential)
 
 
 def _schema_for(tool: Callable[..., Any], call: Callable[..., Any]) -> FunctionSchema:

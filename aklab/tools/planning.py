@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Literal, cast, get_args
 
 from pydantic import BaseModel, PrivateAttr
 
-from aklab.tools.card import ToolCard, ToolHost
+from aklab.tools.card import ToolCard, ToolHost, in_order
 
 __all__ = [
     "PLANNING_SECTION",
@@ -242,11 +242,13 @@ class PlanningTool(ToolCard):
             return self._own_board
 
     def get_tools(self, host: ToolHost) -> list[Callable[..., Any]]:
+        @in_order
         def planning_create(title: str, description: str = "", owner: str = "") -> str:
             """Add a task to the team's board; owner is a member name like "@Developer" or empty."""
             task = _recorded(host, self.board(host).create(title, description, owner, created_by=host.name))
             return f"created {task.line()[2:]}"
 
+        @in_order
         def planning_update(
             task_id: str, status: str | None = None, owner: str | None = None, note: str | None = None
         ) -> str:

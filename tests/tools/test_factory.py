@@ -95,3 +95,33 @@ def test_a_tool_that_cannot_be_keyed_still_gets_its_schema() -> None:
     tool = _model_facing(tag)
     assert tool.function_schema.json_schema["properties"]["labels"]["default"] == ["a"]
     assert tool.function() == "a"
+
+
+def test_board_changes_run_alone_in_the_order_the_model_wrote_them() -> None:
+    """Tool calls of one response run concurrently in pydantic-ai unless a tool is a barrier:
+    two planning_create calls then got their task ids in whichever order their threads ran
+    (a resume test failed on it, about one run in thirty)."""
+    card, host = PlanningTool(), Host()
+    tools = ToolFactory([card], host).get_tools()  # type: ignore[arg-type]
+    assert {t.name: t.sequential for t in tools} == {
+        "planning_create": True,
+        "planning_update": True,
+        "planning_get": False,
+        "planning_search": False,
+        "planning_summary": False,
+    }
+    created = ["first", "second", "third"]
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            calls = [ToolCallPart("planning_create", {"title": t}, tool_call_id=t) for t in created]
+            return ModelResponse(parts=calls)
+        return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, json.dumps({"text": "ok"}))])
+
+    agent = ReactAgent(name="@Lead", model_cfg=ModelConfig(model=FunctionModel(model)), tools=tools)
+    agent.run_sync("plan", output_type=Out)
+    assert [t.line() for t in card.board(host).tasks()] == [
+        "- T1 [todo] first",
+        "- T2 [todo] second",
+        "- T3 [todo] third",
+    ]  # type: ignore[arg-type]
