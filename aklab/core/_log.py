@@ -129,14 +129,14 @@ class TeamLog:
         # Transient events (e.g. streamed partial text) are fanned out, not kept.
         if isinstance(message, EventMessage):
             klass = type(message.event)
-            if getattr(klass, "aklab_transient", False):
+            if _transient(klass):
                 return
             self._recent.append(message)
             kept = self._events_by_type.get(klass)
             if kept is None:
                 kept = self._events_by_type[klass] = deque(maxlen=getattr(klass, "aklab_log_limit", self._per_type))
             kept.append(message)
-        elif getattr(type(message), "aklab_kept", True):  # store bookkeeping is only fanned out
+        elif _kept(type(message)):  # store bookkeeping is only fanned out
             self._recent.append(message)
             if isinstance(message, ErrorMessage):
                 self._errors.append(message)
@@ -237,6 +237,26 @@ class TeamLog:
     @property
     def dropped_errors(self) -> int:
         return self._errors.dropped
+
+
+# Cached per class: on a pydantic model class, getattr of a missing attribute formats an
+# AttributeError (about 0.7 us), and these are asked of every record.
+_TRANSIENT: dict[type, bool] = {}
+_KEPT: dict[type, bool] = {}
+
+
+def _transient(klass: type) -> bool:
+    flag = _TRANSIENT.get(klass)
+    if flag is None:
+        flag = _TRANSIENT[klass] = bool(getattr(klass, "aklab_transient", False))
+    return flag
+
+
+def _kept(klass: type) -> bool:
+    flag = _KEPT.get(klass)
+    if flag is None:
+        flag = _KEPT[klass] = bool(getattr(klass, "aklab_kept", True))
+    return flag
 
 
 def _redact(record: OrchestratorMessage) -> None:

@@ -67,7 +67,10 @@ class OrchestratorMessage(Message):
 
     @property
     def within_handling(self) -> bool:
-        return self._within_handling
+        # Read from pydantic's own dict of private values: ``self._within_handling`` goes
+        # through BaseModel.__getattr__, 30x slower, and a store asks this of every record.
+        private = self.__pydantic_private__
+        return bool(private and private.get("_within_handling"))
 
 
 class SentMessage(OrchestratorMessage):

@@ -124,6 +124,14 @@ class StoreSubscriber(EventSubscriber):
         return f"<StoreSubscriber team={self.team_id} {self.store.location} ({state})>"
 
 
+_UNSTORED: dict[type, bool] = {}
+
+
 def _unstored(klass: type) -> bool:
-    """Events fanned out only (``aklab_transient``) or kept in memory only (``aklab_stored = False``)."""
-    return bool(getattr(klass, "aklab_transient", False)) or not getattr(klass, "aklab_stored", True)
+    """Events fanned out only (``aklab_transient``) or kept in memory only (``aklab_stored = False``).
+    Cached: on a pydantic model class a missing attribute costs a formatted AttributeError."""
+    flag = _UNSTORED.get(klass)
+    if flag is None:
+        flag = bool(getattr(klass, "aklab_transient", False)) or not getattr(klass, "aklab_stored", True)
+        _UNSTORED[klass] = flag
+    return flag
