@@ -10,6 +10,12 @@ on each side has come out anywhere from 0.96x to 1.38x for the same code. A pair
 see nearly the same machine, so the figure is the median of the pairs' ratios (at least
 ``MIN_PAIRS`` pairs, whatever ``--repeat`` says); the best-of-each ratio and every run are
 in the details. Also reported: the store's cost per human message (median pair difference).
+
+A second, unbudgeted figure takes the drift out at the scale of one message: two labs, one
+with the store and one without, answer the same messages in lockstep (message by message,
+the order alternating), each ask timed on its own; the figure is the median ask time with
+the store over the median without. It leaves out what a whole run pays now and then (a WAL
+checkpoint, a full garbage collection), which the budgeted figure keeps.
 """
 
 from __future__ import annotations
@@ -17,11 +23,12 @@ from __future__ import annotations
 import shutil
 import statistics
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
-from bench.b1_relay import run_relay
-from bench.common import Figure, relay_messages
+from bench.b1_relay import ASK_TIMEOUT, run_relay
+from bench.common import Figure, relay_messages, relay_team
 
 ID = "B10"
 WORKLOAD = "the B1 relay (200 messages, 600 LLM turns) with and without the SQLite event store"
@@ -50,6 +57,7 @@ def run(*, smoke: bool = False, repeat: int = 3, context: dict[str, Any] | None 
 
         with SqliteStore(folder / "events-0.sqlite3") as store:
             records = len(store.records())
+        lock = lockstep(messages, folder / "lockstep.sqlite3")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     ratios = [w / o for w, o in zip(with_store, without, strict=True)]
@@ -80,4 +88,44 @@ def run(*, smoke: bool = False, repeat: int = 3, context: dict[str, Any] | None 
             },
         ),
         Figure(ID, WORKLOAD, "store cost per human message", per_message_ms, "ms"),
+        Figure(
+            ID,
+            WORKLOAD,
+            "ask time with the store / without, two labs in lockstep (median ask)",
+            lock["ratio"],
+            "x",
+            note=(
+                f"{lock['added_ms']:.2f} ms added to a median ask of {lock['without_ms']:.2f} ms; "
+                f"sums of all asks: {lock['sum_ratio']:.2f}x"
+            ),
+            details=lock,
+        ),
     ]
+
+
+def lockstep(messages: list[str], path: Any) -> dict[str, Any]:
+    """Two labs, with and without the store at ``path``, answer ``messages`` in lockstep."""
+    from aklab.lab import Lab
+
+    labs = {False: Lab(relay_team(), store=False), True: Lab(relay_team(), store=path)}
+    times: dict[bool, list[float]] = {False: [], True: []}
+    try:
+        for i, text in enumerate(messages):
+            for stored in (False, True) if i % 2 == 0 else (True, False):
+                start = time.perf_counter()
+                labs[stored].ask(text, timeout=ASK_TIMEOUT)
+                times[stored].append(time.perf_counter() - start)
+        replies = {stored: len(lab.replies()) for stored, lab in labs.items()}
+    finally:
+        for lab in labs.values():
+            lab.close()
+    if replies != {False: len(messages), True: len(messages)}:
+        raise RuntimeError(f"lockstep: not every message was answered: {replies}")
+    with_ms, without_ms = statistics.median(times[True]) * 1000, statistics.median(times[False]) * 1000
+    return {
+        "ratio": with_ms / without_ms,
+        "added_ms": with_ms - without_ms,
+        "without_ms": without_ms,
+        "with_ms": with_ms,
+        "sum_ratio": sum(times[True]) / sum(times[False]),
+    }
