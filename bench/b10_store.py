@@ -107,9 +107,11 @@ def lockstep(messages: list[str], path: Any) -> dict[str, Any]:
     """Two labs, with and without the store at ``path``, answer ``messages`` in lockstep."""
     from aklab.lab import Lab
 
-    labs = {False: Lab(relay_team(), store=False), True: Lab(relay_team(), store=path)}
+    labs: dict[bool, Any] = {}
     times: dict[bool, list[float]] = {False: [], True: []}
     try:
+        labs[False] = Lab(relay_team(), store=False)
+        labs[True] = Lab(relay_team(), store=path)
         for i, text in enumerate(messages):
             for stored in (False, True) if i % 2 == 0 else (True, False):
                 start = time.perf_counter()
