@@ -20,6 +20,7 @@ from aklab.core._messages import (
     StartMessage,
     StateChangedMessage,
     StopMessage,
+    class_flag,
 )
 from aklab.core._orchestrator import Orchestrator
 from aklab.core._subscriber import EventSubscriber
@@ -53,4 +54,5 @@ __all__ = [
     "TeamGuard",
     "TeamLog",
     "UserProxy",
+    "class_flag",
 ]

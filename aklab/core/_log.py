@@ -47,6 +47,7 @@ from aklab.core._messages import (
     SentMessage,
     StartMessage,
     StopMessage,
+    class_flag,
 )
 from aklab.core._recent import Recent
 from aklab.core._subscriber import EventSubscriber
@@ -129,14 +130,14 @@ class TeamLog:
         # Transient events (e.g. streamed partial text) are fanned out, not kept.
         if isinstance(message, EventMessage):
             klass = type(message.event)
-            if _transient(klass):
+            if class_flag(klass, "aklab_transient", False):
                 return
             self._recent.append(message)
             kept = self._events_by_type.get(klass)
             if kept is None:
                 kept = self._events_by_type[klass] = deque(maxlen=getattr(klass, "aklab_log_limit", self._per_type))
             kept.append(message)
-        elif _kept(type(message)):  # store bookkeeping is only fanned out
+        elif class_flag(type(message), "aklab_kept", True):  # store bookkeeping is only fanned out
             self._recent.append(message)
             if isinstance(message, ErrorMessage):
                 self._errors.append(message)
@@ -237,26 +238,6 @@ class TeamLog:
     @property
     def dropped_errors(self) -> int:
         return self._errors.dropped
-
-
-# Cached per class: on a pydantic model class, getattr of a missing attribute formats an
-# AttributeError (about 0.7 us), and these are asked of every record.
-_TRANSIENT: dict[type, bool] = {}
-_KEPT: dict[type, bool] = {}
-
-
-def _transient(klass: type) -> bool:
-    flag = _TRANSIENT.get(klass)
-    if flag is None:
-        flag = _TRANSIENT[klass] = bool(getattr(klass, "aklab_transient", False))
-    return flag
-
-
-def _kept(klass: type) -> bool:
-    flag = _KEPT.get(klass)
-    if flag is None:
-        flag = _KEPT[klass] = bool(getattr(klass, "aklab_kept", True))
-    return flag
 
 
 def _redact(record: OrchestratorMessage) -> None:

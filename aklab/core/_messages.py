@@ -27,7 +27,21 @@ __all__ = [
     "StartMessage",
     "StateChangedMessage",
     "StopMessage",
+    "class_flag",
 ]
+
+_FLAGS: dict[tuple[type, str], bool] = {}
+
+
+def class_flag(klass: type, name: str, default: bool) -> bool:
+    """A record or event class's ``aklab_*`` flag (``aklab_transient``, ``aklab_kept``,
+    ``aklab_stored``), cached per class: on a pydantic model class, getattr of a missing
+    attribute formats an AttributeError (about 0.7 us), and these are asked of every record."""
+    key = (klass, name)
+    flag = _FLAGS.get(key)
+    if flag is None:
+        flag = _FLAGS[key] = bool(getattr(klass, name, default))
+    return flag
 
 
 def _new_id() -> str:

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from aklab.core import EventMessage, EventSubscriber, Message, OrchestratorMessage
+from aklab.core import EventMessage, EventSubscriber, Message, OrchestratorMessage, class_flag
 from aklab.store._base import EventStore, check_team_id
 
 __all__ = ["StoreSubscriber"]
@@ -124,14 +124,6 @@ class StoreSubscriber(EventSubscriber):
         return f"<StoreSubscriber team={self.team_id} {self.store.location} ({state})>"
 
 
-_UNSTORED: dict[type, bool] = {}
-
-
 def _unstored(klass: type) -> bool:
-    """Events fanned out only (``aklab_transient``) or kept in memory only (``aklab_stored = False``).
-    Cached: on a pydantic model class a missing attribute costs a formatted AttributeError."""
-    flag = _UNSTORED.get(klass)
-    if flag is None:
-        flag = bool(getattr(klass, "aklab_transient", False)) or not getattr(klass, "aklab_stored", True)
-        _UNSTORED[klass] = flag
-    return flag
+    """Events fanned out only (``aklab_transient``) or kept in memory only (``aklab_stored = False``)."""
+    return class_flag(klass, "aklab_transient", False) or not class_flag(klass, "aklab_stored", True)
