@@ -14,7 +14,7 @@ from typing import Protocol
 
 from aklab.core import ActorAddress
 
-__all__ = ["TeamResolver", "as_role", "resolve_recipient", "why_unresolvable"]
+__all__ = ["TeamResolver", "resolve_recipient", "why_unresolvable"]
 
 log = logging.getLogger("aklab.agent")
 
@@ -26,23 +26,27 @@ class TeamResolver(Protocol):
     def report_unroutable(self, recipient: str, reason: str) -> None: ...
 
 
-def as_role(team: TeamResolver, recipient: str) -> str:
-    """``recipient`` stripped, and an ``@Role`` that names no member but a hireable role as that role."""
+def _read(team: TeamResolver, recipient: str) -> tuple[str, ActorAddress | None]:
+    """``recipient`` stripped, an ``@Role`` that names no member but a hireable role read as
+    that role, and the member it names (one look-up)."""
     recipient = recipient.strip()
-    if recipient.startswith("@") and team.get_team_member(recipient) is None and recipient[1:] in team.hireable_roles():
-        return recipient[1:]
-    return recipient
+    if not recipient.startswith("@"):
+        return recipient, None
+    member = team.get_team_member(recipient)
+    if member is None and recipient[1:] in team.hireable_roles():
+        return recipient[1:], None
+    return recipient, member
 
 
 def why_unresolvable(team: TeamResolver, recipient: str) -> str | None:
     """Why ``recipient`` cannot be reached right now, or None if it can (no side effects)."""
-    return _why(team, as_role(team, recipient))
+    return _why(team, *_read(team, recipient))
 
 
-def _why(team: TeamResolver, recipient: str) -> str | None:
-    """``why_unresolvable`` of a recipient ``as_role`` has already read."""
+def _why(team: TeamResolver, recipient: str, member: ActorAddress | None) -> str | None:
+    """``why_unresolvable`` of a recipient ``_read`` has read, with the member it found."""
     if recipient.startswith("@"):
-        if team.get_team_member(recipient) is None:
+        if member is None:
             return f"{recipient} is not a member of the team"
         if recipient == getattr(team, "name", None):
             return f"{recipient} is you; answer the sender or address another member"
@@ -59,11 +63,11 @@ def resolve_recipient(
 ) -> ActorAddress | None:
     """The member to deliver to, hiring one for a bare role; if impossible, ``otherwise``
     (reported as delivered there instead), or None (logged and reported)."""
-    recipient = as_role(team, recipient)
-    reason = _why(team, recipient)
+    recipient, member = _read(team, recipient)
+    reason = _why(team, recipient, member)
     if reason is None:
-        if recipient.startswith("@"):
-            return team.get_team_member(recipient)
+        if member is not None:
+            return member
         try:
             return team.hire_member(recipient)
         except Exception as exc:
