@@ -28,7 +28,6 @@ __all__ = [
     "SecretFilter",
     "folds_to_ascii",
     "install_log_redaction",
-    "might_redact",
     "might_redact_utf8",
     "redact",
     "register_secret",
@@ -84,22 +83,13 @@ def redact(text: str) -> str:
 _HEADER_WORDS = ("authorization", "api-key", "api_key", "bearer")
 
 
-def might_redact(text: str, lowered: str) -> bool:
-    """Whether :func:`redact` may change ``text`` (``lowered`` is ``text.lower()``, which a
-    caller checking more words in it makes once): False means it certainly does not."""
-    pattern = _pattern
-    if pattern is not None and pattern.search(text) is not None:
-        return True
-    return _names_a_header(lowered)
-
-
 def might_redact_utf8(text: str, raw: bytes, lowered: bytes) -> bool:
-    """:func:`might_redact` for a text also at hand as its UTF-8 bytes ``raw`` (a JSON
-    writer's output), with ``lowered`` = ``raw.lower()``. Lowering bytes touches ASCII
-    letters only, and is several times cheaper than ``str.lower()`` on a text beyond
-    Latin-1, whose every character is then looked up. A word of ASCII letters is in one
-    lowered text when it is in the other, unless the text holds one of
-    :data:`FOLDING_TO_ASCII`: then the text itself is lowered."""
+    """Whether :func:`redact` may change ``text`` (False: it certainly does not), for a text
+    also at hand as its UTF-8 bytes ``raw`` (a JSON writer's output), with ``lowered`` =
+    ``raw.lower()``. Lowering bytes touches ASCII letters only, and is several times
+    cheaper than ``str.lower()`` on a text beyond Latin-1, whose every character is then
+    looked up. A word of ASCII letters is in one lowered text when it is in the other,
+    unless the text holds one of :data:`FOLDING_TO_ASCII`: then the text itself is lowered."""
     pattern = _pattern
     if pattern is not None and pattern.search(text) is not None:
         return True
