@@ -11,11 +11,14 @@ see nearly the same machine, so the figure is the median of the pairs' ratios (a
 ``MIN_PAIRS`` pairs, whatever ``--repeat`` says); the best-of-each ratio and every run are
 in the details. Also reported: the store's cost per human message (median pair difference).
 
-A second, unbudgeted figure takes the drift out at the scale of one message: two labs, one
-with the store and one without, answer the same messages in lockstep (message by message,
-the order alternating), each ask timed on its own; the figure is the median ask time with
-the store over the median without. It leaves out what a whole run pays now and then (a WAL
-checkpoint, a full garbage collection), which the budgeted figure keeps.
+A second, unbudgeted figure takes the drift out at the scale of one message: labs with the
+store and without answer the same messages in lockstep (message by message, the order
+rotating), each ask timed on its own; the figure is the median ask time with the store over
+the median without. It leaves out what a whole run pays now and then (a WAL checkpoint, a
+full garbage collection), which the budgeted figure keeps. Two more labs in the same
+lockstep have stores that keep nothing, one of them encoding every record as the SQLite
+store does: the differences of the medians split the store's cost into the records a stored
+team makes (agent snapshots, end records), their encoding, and the writes and commits.
 """
 
 from __future__ import annotations
@@ -55,8 +58,8 @@ def run(*, smoke: bool = False, repeat: int = 3, context: dict[str, Any] | None 
                 (cpu_with if store else cpu_without).append(stats["cpu_s"])
         from aklab.store import SqliteStore
 
-        with SqliteStore(folder / "events-0.sqlite3") as store:
-            records = len(store.records())
+        with SqliteStore(folder / "events-0.sqlite3") as first:
+            records = len(first.records())
         lock = lockstep(messages, folder / "lockstep.sqlite3")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -100,34 +103,97 @@ def run(*, smoke: bool = False, repeat: int = 3, context: dict[str, Any] | None 
             ),
             details=lock,
         ),
+        Figure(
+            ID,
+            WORKLOAD,
+            "what the store adds to a median ask in lockstep, by part",
+            lock["added_ms"],
+            "ms",
+            note="; ".join(f"{part}: {ms:.2f} ms" for part, ms in lock["added_by_part_ms"].items()),
+        ),
     ]
 
 
+class _DiscardingStore:
+    """Mixed into an ``EventStore`` that keeps nothing: what a team pays for being stored
+    before any row is written (no ``encode``: the end records and agent snapshots a
+    stored team makes, and the subscriber's work) or before any commit (``encode`` given:
+    the same, plus each record encoded into its row as the SQLite store encodes it)."""
+
+    def __init__(self, encode: Any = None) -> None:
+        self.encode = encode  # aklab.store.encode, or None to encode nothing
+        self.count = 0
+
+    def append(self, record: Any, team_id: str) -> int:
+        self.append_later(record, team_id)
+        return self.count
+
+    def append_later(self, record: Any, team_id: str) -> None:
+        if self.encode is not None:
+            self.encode(record, team_id)
+        self.count += 1
+
+    def records(self, *args: Any, **kwargs: Any) -> list[Any]:
+        return []
+
+    def save_team(self, team_id: str, *, name: str, metadata: dict[str, Any] | None = None) -> None:
+        pass
+
+    def teams(self) -> list[Any]:
+        return []
+
+    def close(self) -> None:
+        pass
+
+
+def _discarding(encoding: bool) -> Any:
+    from aklab.store import EventStore, encode
+
+    class Discarding(_DiscardingStore, EventStore):
+        pass
+
+    return Discarding(encode if encoding else None)
+
+
+#: The labs of the lockstep comparison: no store, then the store's cost piece by piece.
+LOCKSTEP_LABS = ("off", "records", "encoded", "full")
+
+
 def lockstep(messages: list[str], path: Any) -> dict[str, Any]:
-    """Two labs, with and without the store at ``path``, answer ``messages`` in lockstep."""
+    """Labs with no store, with stores that keep nothing (``_DiscardingStore``) and with the
+    SQLite store at ``path`` answer ``messages`` in lockstep, the order rotating per message."""
     from aklab.lab import Lab
 
-    labs: dict[bool, Any] = {}
-    times: dict[bool, list[float]] = {False: [], True: []}
+    stores: dict[str, Any] = {"off": False, "records": _discarding(False), "encoded": _discarding(True), "full": path}
+    labs: dict[str, Any] = {}
+    times: dict[str, list[float]] = {name: [] for name in LOCKSTEP_LABS}
     try:
-        labs[False] = Lab(relay_team(), store=False)
-        labs[True] = Lab(relay_team(), store=path)
+        for name in LOCKSTEP_LABS:
+            labs[name] = Lab(relay_team(), store=stores[name])
         for i, text in enumerate(messages):
-            for stored in (False, True) if i % 2 == 0 else (True, False):
+            turn = i % len(LOCKSTEP_LABS)
+            for name in LOCKSTEP_LABS[turn:] + LOCKSTEP_LABS[:turn]:
                 start = time.perf_counter()
-                labs[stored].ask(text, timeout=ASK_TIMEOUT)
-                times[stored].append(time.perf_counter() - start)
-        replies = {stored: len(lab.replies()) for stored, lab in labs.items()}
+                labs[name].ask(text, timeout=ASK_TIMEOUT)
+                times[name].append(time.perf_counter() - start)
+        replies = {name: len(lab.replies()) for name, lab in labs.items()}
     finally:
         for lab in labs.values():
             lab.close()
-    if replies != {False: len(messages), True: len(messages)}:
+    if set(replies.values()) != {len(messages)}:
         raise RuntimeError(f"lockstep: not every message was answered: {replies}")
-    with_ms, without_ms = statistics.median(times[True]) * 1000, statistics.median(times[False]) * 1000
+    median_ms = {name: statistics.median(times[name]) * 1000 for name in LOCKSTEP_LABS}
+    without_ms, with_ms = median_ms["off"], median_ms["full"]
     return {
         "ratio": with_ms / without_ms,
         "added_ms": with_ms - without_ms,
         "without_ms": without_ms,
         "with_ms": with_ms,
-        "sum_ratio": sum(times[True]) / sum(times[False]),
+        "sum_ratio": sum(times["full"]) / sum(times["off"]),
+        "median_ms": median_ms,
+        "added_by_part_ms": {
+            "records made for the store": median_ms["records"] - without_ms,
+            "encoding them": median_ms["encoded"] - median_ms["records"],
+            "writing and committing them": with_ms - median_ms["encoded"],
+        },
     }
