@@ -31,11 +31,11 @@ from aklab.agent import AgentMessage
 from aklab.lab.session import AskTimeout, Lab
 from aklab.llm.local_server import LocalServer
 from bench.workload_local import WORKLOAD, Question
+from tests.local.conftest import N_CTX
 
 pytestmark = pytest.mark.local
 
 RESULTS = Path(__file__).parent / "results"
-N_CTX = 4096
 #: The budget per question, and how long the test waits before it stops one (so an overrun is measured).
 BUDGET_S = 60.0
 ASK_TIMEOUT_S = 90.0
@@ -162,12 +162,6 @@ def _write_summary(records: list[Record], meta: dict[str, Any]) -> None:
             f"| {r.seconds:.1f} | {r.requests} | {tokens(r)} | {shown} |"
         )
     (RESULTS / "workload.md").write_text("\n".join(lines) + "\n")
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[LocalServer]:
-    with LocalServer(n_ctx=N_CTX) as running:
-        yield running
 
 
 @pytest.fixture(scope="module")
