@@ -48,7 +48,15 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from aklab.store._base import EventStore, StoreCorruptError, StoredRecord, StoreError, TeamInfo, new_team_id
+from aklab.store._base import (
+    EventStore,
+    StoreCorruptError,
+    StoredRecord,
+    StoreError,
+    TeamInfo,
+    TeamInUseError,
+    new_team_id,
+)
 from aklab.store._codec import decode, encode
 from aklab.store._history import History, history
 from aklab.store._sqlite import RecoveryReport, SqliteStore, default_store_path
@@ -68,6 +76,7 @@ __all__ = [
     "StoreError",
     "StoreSubscriber",
     "StoredRecord",
+    "TeamInUseError",
     "TeamInfo",
     "decode",
     "default_store_path",

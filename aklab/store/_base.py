@@ -40,6 +40,10 @@ class StoreCorruptError(StoreError):
     """The store's file is damaged; ``SqliteStore.recover(path)`` keeps what is readable."""
 
 
+class TeamInUseError(StoreError):
+    """The team is running in another lab on the same store (this process or another)."""
+
+
 def new_team_id() -> str:
     """A fresh team id (32 hex digits), one per team session."""
     return uuid.uuid4().hex
@@ -127,6 +131,22 @@ class EventStore(ABC):
 
     def flush(self) -> None:  # noqa: B027 (a store that queues nothing has nothing to write)
         """Write the records queued by :meth:`append_later` (durable when this returns)."""
+
+    # -- who runs a team ------------------------------------------------------------------
+    def claim(self, team_id: str) -> None:  # noqa: B027 (a store that cannot tell claims nothing)
+        """Mark ``team_id`` as run through this store object until :meth:`release`, :meth:`close`
+        or the end of this process (a killed kernel's claims end with it). Raises
+        :class:`TeamInUseError`, saying who holds it, if another store object holds it, in
+        this process or another: two labs appending one team's log would both handle the
+        messages a resume delivers again. The default (a store that cannot tell) claims nothing."""
+
+    def release(self, team_id: str) -> None:  # noqa: B027
+        """End this store object's claim on ``team_id`` (nothing if it holds none)."""
+
+    def in_use(self, team_id: str) -> bool:
+        """Whether another store object holds a claim on ``team_id`` now (False if this one
+        does, or if the store cannot tell)."""
+        return False
 
     @abstractmethod
     def records(

@@ -10,10 +10,13 @@ connection's search path.
 
 One connection, used under a lock; a lost connection makes ``append`` raise
 ``StoreError`` (the ``StoreSubscriber`` then warns once and the team goes on in memory).
+A lab's claim on its team is a session-level advisory lock on that connection, which the
+server ends with the connection (a killed kernel's included).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterable
 from datetime import UTC, date, datetime
@@ -27,9 +30,11 @@ from aklab.store._base import (
     StoredRecord,
     StoreError,
     TeamInfo,
+    TeamInUseError,
     check_kinds,
     check_team_id,
 )
+from aklab.store._claims import in_use_message
 from aklab.store._codec import Row, scrub
 from aklab.store._queue import QueuedWrites
 from aklab.store._sqlite import _order, _record, _where
@@ -40,6 +45,11 @@ if TYPE_CHECKING:
 __all__ = ["PostgresStore", "postgres_location"]
 
 INSTALL_HINT = "PostgresStore needs psycopg 3: pip install 'aklab[postgres]' (or pip install 'psycopg[binary]')"
+
+#: A team's claim: a session-level advisory lock keyed by the schema and the team id.
+_TEAM_KEY = "hashtextextended(current_schema() || ':aklab-team:' || %s, 0)"
+_TRY_TEAM_LOCK = f"SELECT pg_try_advisory_lock({_TEAM_KEY})"
+_TEAM_UNLOCK = f"SELECT pg_advisory_unlock({_TEAM_KEY})"
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS events (
@@ -124,6 +134,7 @@ class PostgresStore(QueuedWrites, EventStore):
         self.location = postgres_location(dsn) + (f" (schema {schema})" if schema else "")
         self.read_only: str | None = None
         self._lock = threading.Lock()
+        self._claims: set[str] = set()
         self._init_queue()
         try:
             self._conn: psycopg.Connection[Any] | None = psycopg.connect(
@@ -246,9 +257,54 @@ class PostgresStore(QueuedWrites, EventStore):
                 raise self._wrap(exc, "read the teams") from exc
         return [TeamInfo(r[0], r[1], r[2].astimezone(UTC), r[3].astimezone(UTC), r[4]) for r in rows]
 
+    # -- who runs a team: a session advisory lock per team, ended with the connection -------
+    def claim(self, team_id: str) -> None:
+        import psycopg
+
+        check_team_id(team_id)
+        with self._lock:
+            if team_id in self._claims:
+                raise TeamInUseError(in_use_message(team_id, {"pid": os.getpid()}, self.location))
+            try:
+                got = self._db().execute(_TRY_TEAM_LOCK, (team_id,)).fetchone()
+            except psycopg.Error as exc:
+                raise self._wrap(exc, "claim the team") from exc
+            if not (got and got[0]):
+                raise TeamInUseError(in_use_message(team_id, {}, self.location))
+            self._claims.add(team_id)
+
+    def release(self, team_id: str) -> None:
+        import psycopg
+
+        with self._lock:
+            if team_id not in self._claims:
+                return
+            self._claims.discard(team_id)
+            try:
+                self._db().execute(_TEAM_UNLOCK, (team_id,))
+            except (psycopg.Error, StoreError):  # a lost connection has dropped the lock already
+                pass
+
+    def in_use(self, team_id: str) -> bool:
+        import psycopg
+
+        with self._lock:
+            if team_id in self._claims:
+                return False
+            try:
+                conn = self._db()
+                got = conn.execute(_TRY_TEAM_LOCK, (team_id,)).fetchone()
+                if got and got[0]:
+                    conn.execute(_TEAM_UNLOCK, (team_id,))
+                    return False
+            except psycopg.Error as exc:
+                raise self._wrap(exc, "check the team's claim") from exc
+            return True
+
     def close(self) -> None:
         with self._lock:
             self._flush_for_reading()
             conn, self._conn = self._conn, None
+            self._claims.clear()  # closing the connection ends its advisory locks
         if conn is not None:
             conn.close()

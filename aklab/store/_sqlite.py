@@ -17,6 +17,9 @@ runs ``PRAGMA quick_check`` (``verify=False`` skips it); a damaged file raises
 :class:`StoreCorruptError` naming :meth:`SqliteStore.recover`, which copies every record
 readable before the damage into a fresh file and keeps the damaged one aside.
 
+A lab claims its team while it runs (:meth:`SqliteStore.claim`): a lock file per team in the
+folder ``<store file>-teams``, which the operating system unlocks when the process ends.
+
 A file that cannot be written (read-only file or file system) is opened read-only:
 ``store.read_only`` says why, reading works, and ``append`` raises ``StoreError``.
 """
@@ -47,6 +50,7 @@ from aklab.store._base import (
     check_team_id,
     to_utc,
 )
+from aklab.store._claims import TeamLocks
 from aklab.store._codec import Row
 from aklab.store._queue import QueuedWrites
 
@@ -176,6 +180,7 @@ class SqliteStore(QueuedWrites, EventStore):
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._init_queue()
+        self._team_locks = TeamLocks(self.path, self.location)
         self._check_header()
         self._conn = self._open()
         if verify:
@@ -406,7 +411,19 @@ class SqliteStore(QueuedWrites, EventStore):
             for r in rows
         ]
 
+    # -- who runs a team (lock files beside the store: aklab.store._claims) ---------------
+    def claim(self, team_id: str) -> None:
+        if self.read_only is None:  # a read-only store keeps nothing of a team to share
+            self._team_locks.claim(team_id)
+
+    def release(self, team_id: str) -> None:
+        self._team_locks.release(team_id)
+
+    def in_use(self, team_id: str) -> bool:
+        return self._team_locks.in_use(team_id)
+
     def close(self) -> None:
+        self._team_locks.release_all()
         with self._lock:
             self._flush_for_reading()
             conn, self._conn = self._conn, None

@@ -1,0 +1,101 @@
+"""A team runs in one lab at a time: a store object claims it, another is refused, saying who
+holds it, until the claim is released, the store closed or the holding process gone."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from aklab.store import EventStore, SqliteStore, TeamInUseError, new_team_id
+from tests.store.test_sqlite import tiny_fs
+
+ROOT = Path(__file__).parents[2]
+
+
+def test_a_team_is_claimed_by_one_store_object_at_a_time(make_store: Callable[[], EventStore]) -> None:
+    first, second, team = make_store(), make_store(), new_team_id()
+    assert not second.in_use(team)
+    first.claim(team)
+    assert second.in_use(team) and not first.in_use(team)  # in use by someone else
+    with pytest.raises(TeamInUseError, match=f"team {team[:8]} is .*running in .*: .*close"):
+        second.claim(team)
+    with pytest.raises(TeamInUseError, match="already running in this process"):
+        first.claim(team)  # twice on one object: a second lab sharing the store
+    first.release(team)
+    assert not second.in_use(team)
+    second.claim(team)
+    assert first.in_use(team)
+    second.close()  # closing ends every claim the object held
+    first.claim(team)
+
+
+def test_teams_are_claimed_independently(make_store: Callable[[], EventStore]) -> None:
+    first, second = make_store(), make_store()
+    one, two = new_team_id(), new_team_id()
+    first.claim(one)
+    second.claim(two)
+    assert first.in_use(two) and second.in_use(one)
+    first.release(two)  # not held by it: nothing happens
+    assert first.in_use(two)
+
+
+def test_a_sqlite_claim_names_the_holder_in_this_process(tmp_path: Path) -> None:
+    team = new_team_id()
+    with SqliteStore(tmp_path / "events.sqlite3") as first, SqliteStore(tmp_path / "events.sqlite3") as second:
+        first.claim(team)
+        with pytest.raises(TeamInUseError, match=r"already running in this process \(a Lab on sqlite:"):
+            second.claim(team)
+    assert (tmp_path / "events.sqlite3-teams" / team).exists()  # the lock file beside the store
+
+
+HOLDER = """
+import sys
+from aklab.store import SqliteStore
+store = SqliteStore(sys.argv[1])
+store.claim(sys.argv[2])
+print("claimed", flush=True)
+sys.stdin.read()  # until killed
+"""
+
+
+def test_a_claim_ends_with_the_process_that_held_it_even_when_killed(tmp_path: Path) -> None:
+    path, team = tmp_path / "events.sqlite3", new_team_id()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(path), team],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "claimed\n"
+        with SqliteStore(path) as store:
+            assert store.in_use(team)
+            with pytest.raises(TeamInUseError, match=rf"running in another process \(pid {holder.pid}, on .*since"):
+                store.claim(team)
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait(timeout=30)
+        for stream in (holder.stdin, holder.stdout):
+            assert stream is not None
+            stream.close()
+    with SqliteStore(path) as store:  # the killed kernel's claim is gone with it
+        assert not store.in_use(team)
+        store.claim(team)
+
+
+def test_a_read_only_store_claims_nothing(tmp_path: Path) -> None:
+    team = new_team_id()
+    with tiny_fs(tmp_path / "mnt", "1m") as mnt:
+        SqliteStore(mnt / "events.sqlite3").close()
+        subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
+        with SqliteStore(mnt / "events.sqlite3") as store:
+            assert store.read_only
+            store.claim(team)  # nothing to guard: the team cannot be stored here
+            assert not store.in_use(team)
