@@ -150,12 +150,14 @@ def stored_teams(limit: int = 20) -> str:
     with open_store() as store:
         teams = store.teams()
         where = store.location
+        running = {t.team_id for t in teams[:limit] if store.in_use(t.team_id)}
     if not teams:
         return f"No team stored yet in {where}."
     lines = [f"{len(teams)} team(s) in {where}, latest activity first:"]
     for t in teams[:limit]:
-        lines.append(f"  {t.team_id[:8]}  {t.name:<16} last active {t.last_activity:%Y-%m-%d %H:%M} UTC")
+        mark = "  (running in a lab now)" if t.team_id in running else ""
+        lines.append(f"  {t.team_id[:8]}  {t.name:<16} last active {t.last_activity:%Y-%m-%d %H:%M} UTC{mark}")
     if len(teams) > limit:
         lines.append(f"  ... and {len(teams) - limit} more")
-    lines.append("%aklab resume [NAME or ID] brings one back.")
+    lines.append("%aklab resume [NAME or ID] brings one back (with no name: the latest not running).")
     return "\n".join(lines)

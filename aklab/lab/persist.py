@@ -37,6 +37,7 @@ class StoreLink:
     subscriber: StoreSubscriber | None = None
     owned: bool = False  # the lab opened it, so the lab closes it
     warning: str | None = None
+    claimed: bool = False
 
     @property
     def location(self) -> str:
@@ -52,11 +53,33 @@ class StoreLink:
                 return where
         return where
 
+    def claim(self) -> None:
+        """Claim the team in the store for this lab (see ``EventStore.claim``). Raises
+        ``TeamInUseError`` if another lab runs it; any other store problem only warns."""
+        from aklab.store import StoreError, TeamInUseError
+
+        if self.store is None:
+            return
+        try:
+            self.store.claim(self.team_id)
+        except TeamInUseError:
+            raise
+        except StoreError as exc:
+            log.warning("the team could not be claimed in the event store (%s); it runs all the same", exc)
+            return
+        self.claimed = True
+
     def failed(self, reason: str) -> None:
         # called on an actor thread: only remember it
         self.warning = f"the event store stopped recording: {reason}; the team goes on in memory"
 
     def close(self) -> None:
+        if self.store is not None and self.claimed:
+            self.claimed = False
+            try:
+                self.store.release(self.team_id)
+            except Exception as exc:  # releasing must never break a lab's close
+                log.warning("releasing the team's claim in the event store failed: %s", exc)
         if self.store is not None and self.owned:
             try:
                 self.store.close()

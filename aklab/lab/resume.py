@@ -111,13 +111,22 @@ class StoredTeam:
         )
 
 
-def pick_team(store: EventStore, team: str | None) -> TeamInfo:
-    """The stored team with this id or name (the most recently active if None)."""
+def pick_team(store: EventStore, team: str | None, *, skip_running: bool = False) -> TeamInfo:
+    """The stored team with this id or name (the most recently active if None; with
+    ``skip_running``, the most recently active that no lab runs now)."""
     teams = store.teams()
     if not teams:
         raise ConfigError(f"no team is stored in {store.location}: start one with Lab(...) first")
     if team is None:
-        return teams[0]
+        if not skip_running:
+            return teams[0]
+        for info in teams:
+            if not store.in_use(info.team_id):
+                return info
+        raise ConfigError(
+            f"every team stored in {store.location} is running in a lab now ({len(teams)}): "
+            "name one to see where, or close a lab first"
+        )
     found = [t for t in teams if t.team_id == team or t.team_id.startswith(team)] or [
         t for t in teams if t.name == team
     ]
@@ -127,14 +136,18 @@ def pick_team(store: EventStore, team: str | None) -> TeamInfo:
     return found[0]
 
 
-def load_team(store: EventStore, team: str | None = None) -> StoredTeam:
-    """Fold the stored records of ``team`` (an id, an id prefix or a name; None: the latest)."""
+def load_team(store: EventStore, team: str | None = None, *, skip_running: bool = False) -> StoredTeam:
+    """Fold the stored records of ``team`` (an id, an id prefix or a name; None: the latest,
+    which with ``skip_running`` is the latest that no lab runs now). Raises ``TeamInUseError``
+    for a team a lab runs now (before reading it)."""
     from aklab.agent import AgentMessage
     from aklab.core import DispatchedMessage, EventMessage, HandledMessage, SentMessage, StartMessage
     from aklab.llm import LlmUsageEvent
     from aklab.tools.planning import PlanningTaskEvent
 
-    info = pick_team(store, team)
+    info = pick_team(store, team, skip_running=skip_running)
+    store.claim(info.team_id)  # a running team is refused before it is read, naming its lab
+    store.release(info.team_id)  # (the resumed Lab claims it for good)
     rows = store.records(info.team_id)
     members: dict[str, StoredMember] = {}
     stopped: set[str] = set()

@@ -120,6 +120,11 @@ class Lab:
         self._resumed = _stored is not None  # the messages before the restart are in the store only
         if _stored is not None:
             self._store.team_id = _stored.team_id  # the resumed team appends to its own log
+        try:
+            self._store.claim()  # a team runs in one lab at a time
+        except BaseException:
+            self._store.close()
+            raise
         self.system.persist = self._store.store is not None
         from aklab.lab.panels import watch_lab
 
@@ -186,7 +191,7 @@ class Lab:
                 "no event store to resume from" + (f": {link.warning}" if link.warning else " (it is switched off)")
             )
         try:
-            stored = load_team(link.store, team)
+            stored = load_team(link.store, team, skip_running=team is None)
         finally:
             link.close()
         if spec is None:

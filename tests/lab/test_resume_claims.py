@@ -1,0 +1,103 @@
+"""A team runs in one lab at a time: resuming a team that a lab runs (in this kernel or in
+another) is refused in one line naming where; ``Lab.resume()`` with no team takes the latest
+team nobody runs; ``%aklab teams`` marks the running ones; a killed kernel's team resumes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+from aklab.errors import ConfigError
+from aklab.lab import Lab, get_lab, set_lab
+from aklab.store import TeamInUseError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_running_team_is_not_resumed_twice_in_one_process(tmp_path: Path) -> None:
+    path = tmp_path / "events.sqlite3"
+    with Lab("dev-team", store=path) as lab:
+        lab.ask("What is 2+2?", timeout=30)
+        with pytest.raises(TeamInUseError, match=f"team {lab.team_id[:8]} is already running in this process"):
+            Lab.resume(lab.team_id, store=path)
+        assert len(lab.ask("And 3+3?", timeout=30)) >= 1  # the running lab is untouched
+    with Lab.resume(lab.team_id, store=path) as again:  # closed: free
+        assert len(again.replies()) == 2
+
+
+def test_resume_without_a_team_takes_the_latest_that_nobody_runs(tmp_path: Path) -> None:
+    path = tmp_path / "events.sqlite3"
+    with Lab("dev-team", store=path) as old:
+        old.ask("What is 2+2?", timeout=30)
+    with Lab("dev-team", store=path) as running:
+        running.ask("What is 3+3?", timeout=30)  # the latest activity, still running
+        with Lab.resume(store=path) as again:
+            assert again.team_id == old.team_id
+            with pytest.raises(ConfigError, match=r"every team stored in .* is running in a lab now \(2\)"):
+                Lab.resume(store=path)
+
+
+CHILD = """
+import sys
+from aklab.lab import Lab
+lab = Lab("dev-team", store=sys.argv[1])
+lab.ask("What is 2+2?", timeout=30)
+print(lab.team_id, flush=True)
+sys.stdin.read()  # until killed
+"""
+
+
+def test_a_team_running_in_another_kernel_is_refused_until_that_kernel_is_killed(tmp_path: Path) -> None:
+    path = tmp_path / "events.sqlite3"
+    kernel = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        assert kernel.stdout is not None
+        team_id = kernel.stdout.readline().strip()
+        with pytest.raises(TeamInUseError, match=rf"running in another process \(pid {kernel.pid}, on "):
+            Lab.resume(team_id, store=path)
+    finally:
+        os.kill(kernel.pid, signal.SIGKILL)
+        kernel.wait(timeout=30)
+        for stream in (kernel.stdin, kernel.stdout):
+            assert stream is not None
+            stream.close()
+    with Lab.resume(team_id, store=path) as again:
+        assert [m.content for m in again.replies()] and again.team_id == team_id
+
+
+@pytest.fixture
+def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[InteractiveShell]:
+    monkeypatch.setenv("AKLAB_STORE", str(tmp_path / "events.sqlite3"))
+    ip = InteractiveShell.instance()
+    ip.run_cell("%load_ext aklab")
+    yield ip
+    set_lab(None)
+
+
+def test_the_magics_mark_running_teams_and_refuse_to_resume_one(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert shell.run_cell("%ask What is 2+2?").error_in_exec is None
+    lab = get_lab()
+    assert lab is not None
+    capsys.readouterr()
+    assert shell.run_cell("%aklab teams").error_in_exec is None
+    listing = capsys.readouterr().out
+    assert f"{lab.team_id[:8]}  dev-team" in listing and "(running in a lab now)" in listing
+    result = shell.run_cell(f"%aklab resume {lab.team_id[:8]}")
+    assert isinstance(result.error_in_exec, TeamInUseError)
+    assert get_lab() is lab  # the running lab stays the notebook's
