@@ -150,7 +150,7 @@ class AklabMagics(Magics):
                                          restart the team on another model (a bad spec is one line)
           %aklab list                    built-in teams, model providers, which keys are set
           %aklab teams                   the teams in the event store, latest activity first
-          %aklab resume [TEAM]           bring a stored team back (the latest not running, or by name or id)
+          %aklab resume [TEAM]           bring a stored team back (the latest not running elsewhere, or by name or id)
           %aklab batch FILE [--engine local|process|ray] [--concurrency N] [--retries N] [--timeout S]
                 [--team T] [--model M]   run the team over every scenario in FILE (CSV/JSONL/YAML)
           %aklab dashboard               the live panels (roster, transcript, context, usage)

@@ -112,8 +112,12 @@ class StoredTeam:
 
 
 def pick_team(store: EventStore, team: str | None, *, skip_running: bool = False) -> TeamInfo:
-    """The stored team with this id or name (the most recently active if None; with
-    ``skip_running``, the most recently active that no lab runs now)."""
+    """The stored team with this id or name (the most recently active if None). With
+    ``skip_running``, None skips the teams that labs in other processes run (another
+    notebook's kernel) and refuses one a lab in this process runs (``TeamInUseError``):
+    re-running a resume cell must not walk back to older teams."""
+    from aklab.store import TeamInUseError
+
     teams = store.teams()
     if not teams:
         raise ConfigError(f"no team is stored in {store.location}: start one with Lab(...) first")
@@ -121,11 +125,21 @@ def pick_team(store: EventStore, team: str | None, *, skip_running: bool = False
         if not skip_running:
             return teams[0]
         for info in teams:
-            if not store.in_use(info.team_id):
-                return info
+            try:
+                store.claim(info.team_id)
+            except TeamInUseError as exc:
+                if exc.here:
+                    raise TeamInUseError(
+                        f"{exc} (it is the latest team not running elsewhere; to resume another, name it: "
+                        "%aklab teams or aklab.store.open_store().teams() lists them)",
+                        here=True,
+                    ) from None
+                continue
+            store.release(info.team_id)
+            return info
         raise ConfigError(
-            f"every team stored in {store.location} is running in a lab now ({len(teams)}): "
-            "name one to see where, or close a lab first"
+            f"every team stored in {store.location} is running in a lab in another process now ({len(teams)}): "
+            "close one there first, or name one to see where it runs"
         )
     found = [t for t in teams if t.team_id == team or t.team_id.startswith(team)] or [
         t for t in teams if t.name == team

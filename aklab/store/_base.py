@@ -43,6 +43,11 @@ class StoreCorruptError(StoreError):
 class TeamInUseError(StoreError):
     """The team is running in another lab on the same store (this process or another)."""
 
+    def __init__(self, message: str, *, here: bool = False) -> None:
+        super().__init__(message)
+        self.here = here
+        """Whether the lab running it is in this process."""
+
 
 def new_team_id() -> str:
     """A fresh team id (32 hex digits), one per team session."""

@@ -28,7 +28,7 @@ try:
 except ImportError:  # Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["TeamLocks", "in_use_message"]
+__all__ = ["TeamLocks", "in_use_error", "this_process"]
 
 log = logging.getLogger("aklab.store")
 
@@ -48,7 +48,7 @@ class TeamLocks:
             return
         with self._lock:
             if team_id in self._held:
-                raise TeamInUseError(in_use_message(team_id, {"pid": os.getpid()}, self.location))
+                raise in_use_error(team_id, {"pid": os.getpid()}, self.location)
             try:
                 self.folder.mkdir(exist_ok=True)
                 fd = os.open(self.folder / team_id, os.O_RDWR | os.O_CREAT, 0o600)
@@ -60,12 +60,12 @@ class TeamLocks:
             except BlockingIOError:
                 holder = _holder(fd)
                 os.close(fd)
-                raise TeamInUseError(in_use_message(team_id, holder, self.location)) from None
+                raise in_use_error(team_id, holder, self.location) from None
             except OSError as exc:  # a file system without flock
                 os.close(fd)
                 log.debug("team %s is not claimed: cannot lock %s: %s", team_id, self.folder / team_id, exc)
                 return
-            note = {"pid": os.getpid(), "host": socket.gethostname(), "since": datetime.now(UTC).isoformat()[:19]}
+            note = {**this_process(), "since": datetime.now(UTC).isoformat()[:19]}
             try:
                 os.ftruncate(fd, 0)
                 os.pwrite(fd, json.dumps(note).encode(), 0)
@@ -114,13 +114,21 @@ def _holder(fd: int) -> dict[str, Any]:
     return note if isinstance(note, dict) else {}
 
 
-def in_use_message(team_id: str, holder: dict[str, Any], location: str) -> str:
-    """Why ``team_id`` cannot be claimed, naming its holder as far as it is known."""
+def this_process() -> dict[str, Any]:
+    """This process as a claim's holder: its pid and host."""
+    return {"pid": os.getpid(), "host": socket.gethostname()}
+
+
+def in_use_error(team_id: str, holder: dict[str, Any], location: str) -> TeamInUseError:
+    """The refusal to claim ``team_id``, naming its holder (``pid``, ``host``, ``since``) as
+    far as it is known."""
     short = team_id[:8]
-    if holder.get("pid") == os.getpid() and holder.get("host", socket.gethostname()) == socket.gethostname():
-        return (
+    here = holder.get("pid") == os.getpid() and holder.get("host", socket.gethostname()) == socket.gethostname()
+    if here:
+        return TeamInUseError(
             f"team {short} is already running in this process (a Lab on {location}): keep using that lab, "
-            "or close it (lab.close()) before resuming the team"
+            "or close it (lab.close()) before resuming the team",
+            here=True,
         )
     who = ", ".join(
         part
@@ -132,7 +140,7 @@ def in_use_message(team_id: str, holder: dict[str, Any], location: str) -> str:
         if part
     )
     where = f"in another process ({who})" if who else "in another lab"
-    return (
+    return TeamInUseError(
         f"team {short} is running {where} on {location}: two labs on one team would both handle "
         "what a resume delivers again; stop it there (lab.close(), or restart or shut down that "
         "kernel), then resume it here"

@@ -16,7 +16,7 @@ server ends with the connection (a killed kernel's included).
 
 from __future__ import annotations
 
-import os
+import re
 import threading
 from collections.abc import Iterable
 from datetime import UTC, date, datetime
@@ -30,11 +30,10 @@ from aklab.store._base import (
     StoredRecord,
     StoreError,
     TeamInfo,
-    TeamInUseError,
     check_kinds,
     check_team_id,
 )
-from aklab.store._claims import in_use_message
+from aklab.store._claims import in_use_error, this_process
 from aklab.store._codec import Row, scrub
 from aklab.store._queue import QueuedWrites
 from aklab.store._sqlite import _order, _record, _where
@@ -50,6 +49,16 @@ INSTALL_HINT = "PostgresStore needs psycopg 3: pip install 'aklab[postgres]' (or
 _TEAM_KEY = "hashtextextended(current_schema() || ':aklab-team:' || %s, 0)"
 _TRY_TEAM_LOCK = f"SELECT pg_try_advisory_lock({_TEAM_KEY})"
 _TEAM_UNLOCK = f"SELECT pg_advisory_unlock({_TEAM_KEY})"
+#: Who holds a team's claim: the application name of the session holding its lock.
+_TEAM_HOLDER = f"""
+SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND ((l.classid::bigint << 32) | l.objid::bigint) = {_TEAM_KEY}
+LIMIT 1
+"""
+#: The application name of aklab's connections, which names a claim's holder: pid and host.
+_APPLICATION = re.compile(r"^aklab (\d+)@(.+)$")
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS events (
@@ -107,6 +116,12 @@ _SAVE_TEAM = (
 _SCHEMA_LOCK = 0x616B6C6162
 
 
+def _holder(application_name: str | None) -> dict[str, Any]:
+    """A claim's holder from its session's application name (empty if it is not aklab's)."""
+    found = _APPLICATION.match(application_name or "")
+    return {"pid": int(found[1]), "host": found[2]} if found else {}
+
+
 def postgres_location(dsn: str) -> str:
     """``postgresql://user@host:port/db``: the DSN without password or options, for display."""
     try:
@@ -136,9 +151,18 @@ class PostgresStore(QueuedWrites, EventStore):
         self._lock = threading.Lock()
         self._claims: set[str] = set()
         self._init_queue()
+        from psycopg.conninfo import conninfo_to_dict
+
+        named: dict[str, Any] = {}
+        try:
+            if "application_name" not in conninfo_to_dict(dsn):
+                me = this_process()
+                named["application_name"] = f"aklab {me['pid']}@{me['host']}"[:63]  # names a claim's holder
+        except psycopg.Error:  # a malformed DSN: connect says what is wrong with it
+            pass
         try:
             self._conn: psycopg.Connection[Any] | None = psycopg.connect(
-                dsn, autocommit=True, connect_timeout=max(1, round(connect_timeout))
+                dsn, autocommit=True, connect_timeout=max(1, round(connect_timeout)), **named
             )
         except psycopg.Error as exc:
             raise StoreError(f"event store {self.location}: cannot connect: {redact(str(exc)).strip()}") from exc
@@ -264,13 +288,15 @@ class PostgresStore(QueuedWrites, EventStore):
         check_team_id(team_id)
         with self._lock:
             if team_id in self._claims:
-                raise TeamInUseError(in_use_message(team_id, {"pid": os.getpid()}, self.location))
+                raise in_use_error(team_id, this_process(), self.location)
             try:
-                got = self._db().execute(_TRY_TEAM_LOCK, (team_id,)).fetchone()
+                conn = self._db()
+                got = conn.execute(_TRY_TEAM_LOCK, (team_id,)).fetchone()
+                if not (got and got[0]):
+                    holder = conn.execute(_TEAM_HOLDER, (team_id,)).fetchone()
+                    raise in_use_error(team_id, _holder(holder[0] if holder else None), self.location)
             except psycopg.Error as exc:
                 raise self._wrap(exc, "claim the team") from exc
-            if not (got and got[0]):
-                raise TeamInUseError(in_use_message(team_id, {}, self.location))
             self._claims.add(team_id)
 
     def release(self, team_id: str) -> None:

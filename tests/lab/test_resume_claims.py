@@ -9,14 +9,17 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
 from aklab.errors import ConfigError
 from aklab.lab import Lab, get_lab, set_lab
-from aklab.store import TeamInUseError
+from aklab.lab.resume import pick_team
+from aklab.store import EventStore, TeamInfo, TeamInUseError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,16 +35,15 @@ def test_a_running_team_is_not_resumed_twice_in_one_process(tmp_path: Path) -> N
         assert len(again.replies()) == 2
 
 
-def test_resume_without_a_team_takes_the_latest_that_nobody_runs(tmp_path: Path) -> None:
+def test_resume_without_a_team_refuses_the_latest_if_this_process_runs_it(tmp_path: Path) -> None:
     path = tmp_path / "events.sqlite3"
     with Lab("dev-team", store=path) as old:
         old.ask("What is 2+2?", timeout=30)
-    with Lab("dev-team", store=path) as running:
-        running.ask("What is 3+3?", timeout=30)  # the latest activity, still running
-        with Lab.resume(store=path) as again:
-            assert again.team_id == old.team_id
-            with pytest.raises(ConfigError, match=r"every team stored in .* is running in a lab now \(2\)"):
-                Lab.resume(store=path)
+    with Lab.resume(store=path) as resumed:
+        # re-running the cell: the team is running here, so no older team is taken instead
+        with pytest.raises(TeamInUseError, match=f"team {old.team_id[:8]} is already running in this process.*name it"):
+            Lab.resume(store=path)
+        assert resumed.team_id == old.team_id
 
 
 CHILD = """
@@ -56,6 +58,8 @@ sys.stdin.read()  # until killed
 
 def test_a_team_running_in_another_kernel_is_refused_until_that_kernel_is_killed(tmp_path: Path) -> None:
     path = tmp_path / "events.sqlite3"
+    with Lab("dev-team", store=path) as mine:  # an older team, stopped
+        mine.ask("What is 1+1?", timeout=30)
     kernel = subprocess.Popen(
         [sys.executable, "-c", CHILD, str(path)],
         stdin=subprocess.PIPE,
@@ -69,6 +73,8 @@ def test_a_team_running_in_another_kernel_is_refused_until_that_kernel_is_killed
         team_id = kernel.stdout.readline().strip()
         with pytest.raises(TeamInUseError, match=rf"running in another process \(pid {kernel.pid}, on "):
             Lab.resume(team_id, store=path)
+        with Lab.resume(store=path) as latest_free:  # the latest team runs next door: the one before it
+            assert latest_free.team_id == mine.team_id
     finally:
         os.kill(kernel.pid, signal.SIGKILL)
         kernel.wait(timeout=30)
@@ -77,6 +83,36 @@ def test_a_team_running_in_another_kernel_is_refused_until_that_kernel_is_killed
             stream.close()
     with Lab.resume(team_id, store=path) as again:
         assert [m.content for m in again.replies()] and again.team_id == team_id
+
+
+def test_resume_without_a_team_says_so_when_every_team_runs_elsewhere() -> None:
+    class Elsewhere(_NoStore):
+        def claim(self, team_id: str) -> None:
+            raise TeamInUseError(f"team {team_id[:8]} is running in another process")
+
+    with pytest.raises(ConfigError, match=r"every team stored in .* is running in a lab in another process now \(2\)"):
+        pick_team(Elsewhere(), None, skip_running=True)
+    assert pick_team(Elsewhere(), None).team_id == "a" * 32  # without skip_running: the latest, as before
+
+
+class _NoStore(EventStore):
+    location = "nowhere"
+
+    def append(self, record: Any, team_id: str) -> int:
+        raise AssertionError("nothing is appended")
+
+    def records(self, *args: Any, **kwargs: Any) -> list[Any]:
+        return []
+
+    def save_team(self, team_id: str, *, name: str, metadata: dict[str, Any] | None = None) -> None:
+        pass
+
+    def teams(self) -> list[TeamInfo]:
+        now = datetime.now(UTC)
+        return [TeamInfo(c * 32, "dev-team", now, now, {}) for c in "ab"]
+
+    def close(self) -> None:
+        pass
 
 
 @pytest.fixture

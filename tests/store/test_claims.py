@@ -23,8 +23,9 @@ def test_a_team_is_claimed_by_one_store_object_at_a_time(make_store: Callable[[]
     assert not second.in_use(team)
     first.claim(team)
     assert second.in_use(team) and not first.in_use(team)  # in use by someone else
-    with pytest.raises(TeamInUseError, match=f"team {team[:8]} is .*running in .*: .*close"):
+    with pytest.raises(TeamInUseError, match=f"team {team[:8]} is already running in this process .*close") as refused:
         second.claim(team)
+    assert refused.value.here  # named by the lock file's note, or by the PostgreSQL session's application name
     with pytest.raises(TeamInUseError, match="already running in this process"):
         first.claim(team)  # twice on one object: a second lab sharing the store
     first.release(team)
