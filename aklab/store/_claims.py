@@ -3,8 +3,9 @@
 A lab claims its team with an exclusive ``flock`` on ``<store file>-teams/<team id>``, held
 while the lab runs and dropped by the operating system when the process ends, however it
 ends (a SIGKILL too), so a restarted kernel can resume the team at once. The holder writes
-its pid, host and start time into the file for a refusal to name. A released file is left
-in place (removing it could race with a process opening it); each is under 100 bytes.
+its pid, host and start time into the file for a refusal to name, and removes the file when
+it lets go (still holding the lock; a claimer checks that the file it locked is still the
+one at the path), so the folder lists the teams running now, and those of killed kernels.
 
 Where ``fcntl`` is missing (Windows), or the folder cannot be written or locked, nothing
 is claimed: the claim guards against a mistake, a team does not need it to run.
@@ -32,6 +33,9 @@ __all__ = ["TeamLocks", "in_use_error", "this_process"]
 
 log = logging.getLogger("aklab.store")
 
+#: How many times a claim opens the lock file again when a releasing holder removed it meanwhile.
+_RACES = 5
+
 
 class TeamLocks:
     """The claims one store object holds, in the folder beside ``store_path``."""
@@ -51,19 +55,9 @@ class TeamLocks:
                 raise in_use_error(team_id, {"pid": os.getpid()}, self.location)
             try:
                 self.folder.mkdir(exist_ok=True)
-                fd = os.open(self.folder / team_id, os.O_RDWR | os.O_CREAT, 0o600)
-            except OSError as exc:
-                log.debug("team %s is not claimed: cannot open its lock file in %s: %s", team_id, self.folder, exc)
-                return
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = _holder(fd)
-                os.close(fd)
-                raise in_use_error(team_id, holder, self.location) from None
-            except OSError as exc:  # a file system without flock
-                os.close(fd)
-                log.debug("team %s is not claimed: cannot lock %s: %s", team_id, self.folder / team_id, exc)
+                fd = self._lock_file(team_id)
+            except OSError as exc:  # a folder that cannot be written, a file system without flock
+                log.debug("team %s is not claimed: %s", team_id, exc)
                 return
             note = {**this_process(), "since": datetime.now(UTC).isoformat()[:19]}
             try:
@@ -73,17 +67,47 @@ class TeamLocks:
                 pass
             self._held[team_id] = fd
 
+    def _lock_file(self, team_id: str) -> int:
+        """The team's lock file, open and locked. A holder removes its file when it lets go, so
+        the file locked must still be the one at the path: else it is opened again."""
+        path = self.folder / team_id
+        for _ in range(_RACES):
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _holder(fd)
+                os.close(fd)
+                raise in_use_error(team_id, holder, self.location) from None
+            except OSError:
+                os.close(fd)
+                raise
+            try:
+                if os.fstat(fd).st_ino == os.stat(path).st_ino:
+                    return fd
+            except FileNotFoundError:
+                pass
+            os.close(fd)  # removed by its holder after we opened it: try the new one
+        raise OSError(f"{path} kept being replaced while it was being locked")
+
     def release(self, team_id: str) -> None:
         with self._lock:
             fd = self._held.pop(team_id, None)
         if fd is not None:
-            os.close(fd)  # drops the lock
+            self._let_go(team_id, fd)
 
     def release_all(self) -> None:
         with self._lock:
             held, self._held = self._held, {}
-        for fd in held.values():
-            os.close(fd)
+        for team_id, fd in held.items():
+            self._let_go(team_id, fd)
+
+    def _let_go(self, team_id: str, fd: int) -> None:
+        try:  # removed while still locked, so nobody takes a file that is going away
+            os.unlink(self.folder / team_id)
+        except OSError:
+            pass
+        os.close(fd)  # drops the lock
 
     def in_use(self, team_id: str) -> bool:
         if fcntl is None:

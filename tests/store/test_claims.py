@@ -47,12 +47,13 @@ def test_teams_are_claimed_independently(make_store: Callable[[], EventStore]) -
 
 
 def test_a_sqlite_claim_names_the_holder_in_this_process(tmp_path: Path) -> None:
-    team = new_team_id()
+    team, lock_file = new_team_id(), tmp_path / "events.sqlite3-teams"
     with SqliteStore(tmp_path / "events.sqlite3") as first, SqliteStore(tmp_path / "events.sqlite3") as second:
         first.claim(team)
+        assert [p.name for p in lock_file.iterdir()] == [team]  # beside the store, while it runs
         with pytest.raises(TeamInUseError, match=r"already running in this process \(a Lab on sqlite:"):
             second.claim(team)
-    assert (tmp_path / "events.sqlite3-teams" / team).exists()  # the lock file beside the store
+    assert list(lock_file.iterdir()) == []  # removed when let go
 
 
 HOLDER = """
