@@ -116,7 +116,7 @@ def pick_team(store: EventStore, team: str | None, *, skip_running: bool = False
     ``skip_running``, None skips the teams that labs in other processes run (another
     notebook's kernel) and refuses one a lab in this process runs (``TeamInUseError``):
     re-running a resume cell must not walk back to older teams."""
-    from aklab.store import TeamInUseError
+    from aklab.store import StoreError, TeamInUseError
 
     teams = store.teams()
     if not teams:
@@ -135,6 +135,8 @@ def pick_team(store: EventStore, team: str | None, *, skip_running: bool = False
                         here=True,
                     ) from None
                 continue
+            except StoreError:  # a store that cannot claim: it cannot tell either
+                return info
             store.release(info.team_id)
             return info
         raise ConfigError(
@@ -157,11 +159,18 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
     from aklab.agent import AgentMessage
     from aklab.core import DispatchedMessage, EventMessage, HandledMessage, SentMessage, StartMessage
     from aklab.llm import LlmUsageEvent
+    from aklab.store import StoreError, TeamInUseError
     from aklab.tools.planning import PlanningTaskEvent
 
     info = pick_team(store, team, skip_running=skip_running)
-    store.claim(info.team_id)  # a running team is refused before it is read, naming its lab
-    store.release(info.team_id)  # (the resumed Lab claims it for good)
+    try:
+        store.claim(info.team_id)  # a running team is refused before it is read, naming its lab
+    except TeamInUseError:
+        raise
+    except StoreError:  # a store that cannot claim (the resumed Lab warns about it)
+        pass
+    else:
+        store.release(info.team_id)  # the resumed Lab claims it for good
     rows = store.records(info.team_id)
     members: dict[str, StoredMember] = {}
     stopped: set[str] = set()

@@ -19,7 +19,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from aklab.errors import ConfigError
 from aklab.lab import Lab, get_lab, set_lab
 from aklab.lab.resume import pick_team
-from aklab.store import EventStore, TeamInfo, TeamInUseError
+from aklab.store import EventStore, SqliteStore, StoreError, TeamInfo, TeamInUseError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -137,3 +137,18 @@ def test_the_magics_mark_running_teams_and_refuse_to_resume_one(
     result = shell.run_cell(f"%aklab resume {lab.team_id[:8]}")
     assert isinstance(result.error_in_exec, TeamInUseError)
     assert get_lab() is lab  # the running lab stays the notebook's
+
+
+def test_a_store_that_cannot_claim_still_runs_and_resumes_teams(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    class Unclaimable(SqliteStore):
+        def claim(self, team_id: str) -> None:
+            raise StoreError("claims are not supported here")
+
+    with Unclaimable(tmp_path / "events.sqlite3") as store:
+        with Lab("dev-team", store=store) as lab:
+            lab.ask("What is 2+2?", timeout=30)
+        assert "could not be claimed" in caplog.text and "claims are not supported here" in caplog.text
+        with Lab.resume(store=store) as again:
+            assert again.team_id == lab.team_id and len(again.replies()) == 1
