@@ -154,8 +154,8 @@ def pick_team(store: EventStore, team: str | None, *, skip_running: bool = False
 
 def load_team(store: EventStore, team: str | None = None, *, skip_running: bool = False) -> StoredTeam:
     """Fold the stored records of ``team`` (an id, an id prefix or a name; None: the latest,
-    which with ``skip_running`` is the latest that no lab runs now). Raises ``TeamInUseError``
-    for a team a lab runs now (before reading it)."""
+    chosen as :func:`pick_team` says with ``skip_running``). Raises ``TeamInUseError`` for a
+    team a lab runs now (before reading it)."""
     from aklab.agent import AgentMessage
     from aklab.core import DispatchedMessage, EventMessage, HandledMessage, SentMessage, StartMessage
     from aklab.llm import LlmUsageEvent
