@@ -24,7 +24,7 @@ from aklab.core._messages import (
 )
 from aklab.core._orchestrator import Orchestrator
 from aklab.core._subscriber import EventSubscriber
-from aklab.core._system import ActorSystem
+from aklab.core._system import ActorSystem, shutdown_all
 from aklab.core._user_proxy import UserProxy
 
 __all__ = [
@@ -55,4 +55,5 @@ __all__ = [
     "TeamLog",
     "UserProxy",
     "class_flag",
+    "shutdown_all",
 ]

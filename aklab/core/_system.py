@@ -44,8 +44,11 @@ _running: weakref.WeakSet[ActorSystem] = weakref.WeakSet()
 
 
 @atexit.register
-def _shutdown_at_exit() -> None:
-    deadline = time.monotonic() + EXIT_TIMEOUT
+def shutdown_all(timeout: float = EXIT_TIMEOUT) -> None:
+    """Stop every actor system still running (in ``timeout`` seconds in all); at exit, and
+    by whoever must act only once the teams have stopped (an event store letting go of its
+    teams' claims after their last records)."""
+    deadline = time.monotonic() + timeout
     for system in list(_running):
         system.shutdown(timeout=max(0.0, deadline - time.monotonic()))
 

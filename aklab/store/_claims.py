@@ -2,7 +2,8 @@
 
 A lab claims its team with an exclusive ``flock`` on ``<store file>-teams/<team id>``, held
 while the lab runs and dropped by the operating system when the process ends, however it
-ends (a SIGKILL too), so a restarted kernel can resume the team at once. The holder writes
+ends (a SIGKILL too), so a restarted kernel can resume the team at once. A process that
+exits normally with its lab still open lets go at exit, once its teams have stopped. The holder writes
 its pid, host and start time into the file for a refusal to name, and removes the file when
 it lets go (still holding the lock; a claimer checks that the file it locked is still the
 one at the path), so the folder lists the teams running now, and those of killed kernels.
@@ -13,11 +14,13 @@ is claimed: the claim guards against a mistake, a team does not need it to run.
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
 import socket
 import threading
+import weakref
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -35,6 +38,20 @@ log = logging.getLogger("aklab.store")
 
 #: How many times a claim opens the lock file again when a releasing holder removed it meanwhile.
 _RACES = 5
+
+_holding: weakref.WeakSet[TeamLocks] = weakref.WeakSet()
+
+
+@atexit.register
+def _let_go_at_exit() -> None:
+    """A kernel shut down with its lab still open lets go of its claims (and removes their
+    files) at exit, after its teams have stopped and their last records are stored: a
+    resume elsewhere must not start on a team whose stop records are still being written."""
+    from aklab.core import shutdown_all
+
+    shutdown_all()
+    for locks in list(_holding):
+        locks.release_all()
 
 
 class TeamLocks:
@@ -66,6 +83,7 @@ class TeamLocks:
             except OSError:  # the lock holds without the note
                 pass
             self._held[team_id] = fd
+            _holding.add(self)
 
     def _lock_file(self, team_id: str) -> int:
         """The team's lock file, open and locked. A holder removes its file when it lets go, so

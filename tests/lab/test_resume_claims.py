@@ -152,3 +152,29 @@ def test_a_store_that_cannot_claim_still_runs_and_resumes_teams(
         assert "could not be claimed" in caplog.text and "claims are not supported here" in caplog.text
         with Lab.resume(store=store) as again:
             assert again.team_id == lab.team_id and len(again.replies()) == 1
+
+
+EXITS_OPEN = """
+import sys
+from aklab.lab import Lab
+lab = Lab("dev-team", store=sys.argv[1])  # never closed: the kernel is shut down with it open
+lab.ask("What is 2+2?", timeout=30)
+print(lab.team_id, flush=True)
+"""
+
+
+def test_a_kernel_shut_down_with_its_lab_open_lets_go_of_the_team(tmp_path: Path) -> None:
+    path = tmp_path / "events.sqlite3"
+    done = subprocess.run(
+        [sys.executable, "-c", EXITS_OPEN, str(path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+        check=True,
+    )
+    team_id = done.stdout.strip()
+    assert list((tmp_path / "events.sqlite3-teams").iterdir()) == []  # its lock file went with it
+    with Lab.resume(store=path) as again:
+        assert again.team_id == team_id and len(again.replies()) == 1
