@@ -172,7 +172,9 @@ class Lab:
         guard: TeamGuard | None = None,
         trust: Iterable[str] = (),
     ) -> Lab:
-        """Bring a stored team back (``team``: its id, an id prefix or its name; None: the latest).
+        """Bring a stored team back (``team``: its id, an id prefix or its name; None: the latest
+        that no other process runs). A team a lab runs now, here or in another kernel, is
+        refused with ``TeamInUseError`` naming where (see ``EventStore.claim``).
 
         Every member that was running comes back under its own id with its model history,
         state (context-update baseline included) and lifetime usage; what reached the human
