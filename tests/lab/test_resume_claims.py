@@ -5,10 +5,8 @@ team nobody runs; ``%aklab teams`` marks the running ones; a killed kernel's tea
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -17,7 +15,7 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
 from aklab.errors import ConfigError
-from aklab.lab import Lab, get_lab, set_lab
+from aklab.lab import Lab, get_lab
 from aklab.lab.resume import pick_team
 from aklab.store import EventStore, SqliteStore, StoreError, TeamInfo, TeamInUseError
 
@@ -60,27 +58,23 @@ def test_a_team_running_in_another_kernel_is_refused_until_that_kernel_is_killed
     path = tmp_path / "events.sqlite3"
     with Lab("dev-team", store=path) as mine:  # an older team, stopped
         mine.ask("What is 1+1?", timeout=30)
-    kernel = subprocess.Popen(
+    with subprocess.Popen(
         [sys.executable, "-c", CHILD, str(path)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    try:
-        assert kernel.stdout is not None
-        team_id = kernel.stdout.readline().strip()
-        with pytest.raises(TeamInUseError, match=rf"running in another process \(pid {kernel.pid}, on "):
-            Lab.resume(team_id, store=path)
-        with Lab.resume(store=path) as latest_free:  # the latest team runs next door: the one before it
-            assert latest_free.team_id == mine.team_id
-    finally:
-        os.kill(kernel.pid, signal.SIGKILL)
-        kernel.wait(timeout=30)
-        for stream in (kernel.stdin, kernel.stdout):
-            assert stream is not None
-            stream.close()
+    ) as kernel:  # leaving the block closes its pipes and waits for it
+        try:
+            assert kernel.stdout is not None
+            team_id = kernel.stdout.readline().strip()
+            with pytest.raises(TeamInUseError, match=rf"running in another process \(pid {kernel.pid}, on "):
+                Lab.resume(team_id, store=path)
+            with Lab.resume(store=path) as latest_free:  # the latest team runs next door: the one before it
+                assert latest_free.team_id == mine.team_id
+        finally:
+            kernel.kill()  # SIGKILL
     with Lab.resume(team_id, store=path) as again:
         assert [m.content for m in again.replies()] and again.team_id == team_id
 
@@ -115,18 +109,10 @@ class _NoStore(EventStore):
         pass
 
 
-@pytest.fixture
-def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[InteractiveShell]:
-    monkeypatch.setenv("AKLAB_STORE", str(tmp_path / "events.sqlite3"))
-    ip = InteractiveShell.instance()
-    ip.run_cell("%load_ext aklab")
-    yield ip
-    set_lab(None)
-
-
 def test_the_magics_mark_running_teams_and_refuse_to_resume_one(
-    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("AKLAB_STORE", str(tmp_path / "events.sqlite3"))  # read when the first %ask starts a lab
     assert shell.run_cell("%ask What is 2+2?").error_in_exec is None
     lab = get_lab()
     assert lab is not None

@@ -3,8 +3,6 @@ holds it, until the claim is released, the store closed or the holding process g
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -68,25 +66,21 @@ sys.stdin.read()  # until killed
 
 def test_a_claim_ends_with_the_process_that_held_it_even_when_killed(tmp_path: Path) -> None:
     path, team = tmp_path / "events.sqlite3", new_team_id()
-    holder = subprocess.Popen(
+    with subprocess.Popen(
         [sys.executable, "-c", HOLDER, str(path), team],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
         cwd=ROOT,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline() == "claimed\n"
-        with SqliteStore(path) as store:
-            assert store.in_use(team)
-            with pytest.raises(TeamInUseError, match=rf"running in another process \(pid {holder.pid}, on .*since"):
-                store.claim(team)
-    finally:
-        os.kill(holder.pid, signal.SIGKILL)
-        holder.wait(timeout=30)
-        for stream in (holder.stdin, holder.stdout):
-            assert stream is not None
-            stream.close()
+    ) as holder:  # leaving the block closes its pipes and waits for it
+        try:
+            assert holder.stdout is not None and holder.stdout.readline() == "claimed\n"
+            with SqliteStore(path) as store:
+                assert store.in_use(team)
+                with pytest.raises(TeamInUseError, match=rf"running in another process \(pid {holder.pid}, on .*since"):
+                    store.claim(team)
+        finally:
+            holder.kill()  # SIGKILL
     with SqliteStore(path) as store:  # the killed kernel's claim is gone with it
         assert not store.in_use(team)
         store.claim(team)
