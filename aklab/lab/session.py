@@ -72,6 +72,23 @@ def resolve_team(team: str | Path | TeamSpec, *, trust: Iterable[str] = ()) -> T
     return builtin_team(str(team))  # raises with the list of built-in names
 
 
+def _stored_spec(info: Any, trust: Iterable[str]) -> TeamSpec:
+    """The team a stored team was started with, found again from its metadata: a built-in
+    name or a team file. A team built in code (a ``TeamSpec``) was stored by name only, and
+    a file may have moved since: both raise a ``ConfigError`` saying to pass ``spec``."""
+    origin = info.metadata.get("team")
+    which = f"team {info.name!r} ({info.team_id[:8]})"
+    again = f"pass it again: Lab.resume({info.team_id[:8]!r}, spec=<the TeamSpec or team file>)"
+    if origin is None:
+        if info.name in BUILTIN_TEAMS:  # a built-in spec object, started as Lab(builtin_team(...))
+            return builtin_team(info.name)
+        raise ConfigError(f"{which} was built in code, so the store cannot rebuild it: {again}")
+    try:
+        return resolve_team(str(origin), trust=trust)
+    except ConfigError as exc:
+        raise ConfigError(f"{which} was started from {origin}, which cannot be loaded now ({exc}): {again}") from exc
+
+
 class Lab:
     """A running team with a human seat, a recorder, and plain methods for everything."""
 
@@ -197,7 +214,7 @@ class Lab:
         finally:
             link.close()
         if spec is None:
-            spec = stored.info.metadata.get("team") or stored.info.name
+            spec = _stored_spec(stored.info, trust)
         if model is None and stored.info.metadata.get("model"):
             model = str(stored.info.metadata["model"])
         if guard is None:

@@ -62,6 +62,29 @@ def test_resume_names_what_it_cannot_find(tmp_path: Path) -> None:
         Lab.resume(store=False)
 
 
+def test_a_team_built_in_code_is_resumed_with_spec_and_without_it_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "events.sqlite3"
+    with Lab(_relay("42"), store=path) as lab:
+        assert [m.content for m in lab.ask("What is the answer?", timeout=10)] == ["relayed: 42"]
+        short = lab.team_id[:8]
+    # the store keeps the team's name, not its code: the error says what to pass, not "no built-in team"
+    with pytest.raises(ConfigError, match=rf"'hardening' \({short}\) was built in code.*spec=") as caught:
+        Lab.resume(store=path)
+    assert "built-in" not in str(caught.value)
+    with Lab.resume(store=path, spec=_relay("43")) as again:
+        assert [m.content for m in again.ask("And now?", timeout=10)] == ["relayed: 43"]
+
+
+def test_a_team_whose_file_is_gone_names_the_file_and_spec(tmp_path: Path) -> None:
+    path, file = tmp_path / "events.sqlite3", tmp_path / "team.toml"
+    file.write_text('name = "filed"\nentry = "Solo"\nmodel = "demo:aklab-demo"\n\n[[roles]]\nrole = "Solo"\n')
+    with Lab(file, store=path):
+        pass
+    file.unlink()
+    with pytest.raises(ConfigError, match=rf"'filed' \(\w+\) was started from {file}, which cannot be loaded.*spec="):
+        Lab.resume(store=path)
+
+
 def _relay(developer_answer: str | None) -> TeamSpec:
     """Manager asks Developer, relays the answer; a Developer with no answer blocks for ever."""
 
