@@ -68,6 +68,12 @@ _READ_CHUNK = 1_000
 #: 999 before: see _ROWS_PER_STATEMENT's use).
 _ROWS_PER_STATEMENT = 1_000 if sqlite3.sqlite_version_info >= (3, 32) else 76
 
+_NO_DELETE = """CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events
+    BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;"""
+#: Records ``forget`` deletes per transaction: each is short, so another kernel appending
+#: to the same file waits well within its busy timeout.
+FORGET_CHUNK = 5_000
+
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS events (
     seq INTEGER PRIMARY KEY,
@@ -92,8 +98,7 @@ CREATE INDEX IF NOT EXISTS events_ask ON events (ask_id) WHERE ask_id IS NOT NUL
 DROP INDEX IF EXISTS events_kind;
 CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events
     BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
-CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events
-    BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+{_NO_DELETE}
 CREATE TABLE IF NOT EXISTS teams (
     team_id TEXT PRIMARY KEY,
     name TEXT NOT NULL DEFAULT '',
@@ -112,6 +117,9 @@ CREATE TRIGGER IF NOT EXISTS events_new_team AFTER INSERT ON events
 CREATE TABLE IF NOT EXISTS aklab_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 INSERT OR IGNORE INTO aklab_meta (key, value) VALUES ('schema_version', '{SCHEMA_VERSION}');
 """
+_FORGET_CHUNK_SQL = (
+    "DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE team_id = ? ORDER BY seq DESC LIMIT ?)"
+)
 _COLUMNS = (
     "team_id, record_id, ask_id, kind, event_type, message_id, sender, sender_role, sender_id, "
     "recipient, recipient_id, created_at, payload"
@@ -350,6 +358,37 @@ class SqliteStore(QueuedWrites, EventStore):
             raise self._wrap(exc, "append") from exc
         assert seq is not None
         return seq
+
+    def forget(self, team_id: str) -> int:
+        """See ``EventStore.forget``: ``FORGET_CHUNK`` records per transaction, each lifting the
+        no-delete trigger for its own deletes only (other connections never see it lifted).
+        The file keeps its size; SQLite reuses the freed pages."""
+        check_team_id(team_id)
+        if self.read_only is not None:
+            raise StoreError(f"event store {self.path} is read-only ({self.read_only}): nothing can be forgotten")
+        self.claim(team_id)  # TeamInUseError while a lab runs it
+        try:
+            with self._lock:
+                self._write(None)  # this object's queue first (records of other teams)
+                conn, total = self._db(), 0
+                while True:
+                    try:
+                        conn.execute("BEGIN IMMEDIATE")
+                        conn.execute("DROP TRIGGER events_no_delete")
+                        gone = conn.execute(_FORGET_CHUNK_SQL, (team_id, FORGET_CHUNK)).rowcount
+                        if gone < FORGET_CHUNK:
+                            conn.execute("DELETE FROM teams WHERE team_id = ?", (team_id,))
+                        conn.execute(_NO_DELETE)
+                        conn.execute("COMMIT")
+                    except sqlite3.Error as exc:
+                        if conn.in_transaction:
+                            conn.execute("ROLLBACK")
+                        raise self._wrap(exc, f"forget team {team_id}") from exc
+                    total += gone
+                    if gone < FORGET_CHUNK:
+                        return total
+        finally:
+            self.release(team_id)
 
     def save_team(self, team_id: str, *, name: str, metadata: dict[str, Any] | None = None) -> None:
         from aklab.store._codec import scrub

@@ -13,7 +13,7 @@ from aklab.agent import AgentMessage
 from aklab.core import ActorAddress, ErrorMessage, EventMessage, HandledMessage, SentMessage, StartMessage
 from aklab.llm import LlmUsageEvent
 from aklab.secrets import register_secret
-from aklab.store import EventStore, SqliteStore, StoreError, new_team_id
+from aklab.store import EventStore, SqliteStore, StoreError, TeamInUseError, new_team_id
 
 HUMAN = ActorAddress("h" * 32, "@Human", "Human", team_id="t", is_user_proxy=True)
 MANAGER = ActorAddress("m" * 32, "@Manager", "Manager", team_id="t")
@@ -215,6 +215,44 @@ def test_events_are_append_only(store: EventStore) -> None:
         with pytest.raises(Exception, match="append-only"):
             raw_execute(store, sql)
     assert [r.kind for r in store.records()] == ["SentMessage"]
+
+
+def _contents(store: EventStore, team: str) -> list[str]:
+    return [m.message.content for m in (r.message() for r in store.records(team)) if isinstance(m, SentMessage)]
+
+
+def test_a_team_is_forgotten_whole_and_the_others_stay(store: EventStore) -> None:
+    gone, kept = new_team_id(), new_team_id()
+    store.save_team(gone, name="gone")
+    store.save_team(kept, name="kept")
+    for i in range(3):
+        store.append(sent(f"gone {i}"), gone)
+    store.append(sent("kept 0"), kept)
+    store.append_later(sent("kept 1"), kept)  # queued when the forget starts: written, not lost
+    assert store.forget(gone) == 3
+    assert store.records(gone) == []
+    assert [t.team_id for t in store.teams()] == [kept]
+    assert _contents(store, kept) == ["kept 0", "kept 1"]
+    assert store.forget(gone) == 0  # nothing left: forgetting again changes nothing
+    for sql in ("UPDATE events SET kind = 'forged'", "DELETE FROM events"):  # append-only again
+        with pytest.raises(Exception, match="append-only"):
+            raw_execute(store, sql)
+    assert _contents(store, kept) == ["kept 0", "kept 1"]
+
+
+def test_a_team_a_lab_runs_is_not_forgotten(make_store: Callable[[], EventStore]) -> None:
+    running, other = make_store(), make_store()
+    team = new_team_id()
+    running.append(sent("in use"), team)
+    running.claim(team)
+    with pytest.raises(TeamInUseError, match="running in"):
+        other.forget(team)
+    with pytest.raises(TeamInUseError):
+        running.forget(team)  # its own lab's team too
+    assert _contents(other, team) == ["in use"]
+    running.release(team)
+    assert other.forget(team) == 1
+    assert other.teams() == []
 
 
 def test_appends_from_many_threads_are_all_kept_in_each_threads_order(store: EventStore) -> None:

@@ -323,3 +323,48 @@ def test_a_file_left_in_the_middle_of_a_checkpoint_opens_with_every_record(tmp_p
     assert int.from_bytes(header[28:32], "big") * page_size > (copy / "events.sqlite3").stat().st_size
     with SqliteStore(copy / "events.sqlite3") as store:
         assert len(store.records(team)) == 300
+
+
+class _FailingNthChunk:
+    """The store's connection, whose ``fail_at``-th delete of a forget fails (as a kill would
+    end it there): every other call goes to the real connection."""
+
+    def __init__(self, conn: sqlite3.Connection, fail_at: int) -> None:
+        self.conn, self.fail_at, self.deletes = conn, fail_at, 0
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        if sql.startswith("DELETE FROM events"):
+            self.deletes += 1
+            if self.deletes == self.fail_at:
+                raise sqlite3.OperationalError("disk I/O error")
+        return self.conn.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.conn, name)
+
+
+def test_a_big_team_is_forgotten_in_chunks_newest_first_and_an_interrupted_forget_leaves_a_prefix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import aklab.store._sqlite as sqlite_module
+
+    monkeypatch.setattr(sqlite_module, "FORGET_CHUNK", 4)
+    path, team, other = tmp_path / "events.sqlite3", new_team_id(), new_team_id()
+    with SqliteStore(path) as store:
+        store.save_team(team, name="big")
+        fill(store, 10, team)
+        fill(store, 1, other)
+        real = store._conn
+        assert real is not None
+        store._conn = _FailingNthChunk(real, fail_at=2)  # type: ignore[assignment]
+        with pytest.raises(StoreError, match=f"forget team {team} failed: disk I/O error"):
+            store.forget(team)
+        store._conn = real
+        # the newest 4 went; the team is still listed, with the oldest 6: a prefix, as a crash leaves
+        left = [r.message().message.content.split(" x")[0] for r in store.records(team)]  # type: ignore[attr-defined]
+        assert left == [f"message {i}" for i in range(6)]
+        assert {t.team_id for t in store.teams()} == {team, other}
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):  # the trigger came back
+            real.execute("DELETE FROM events")
+        assert store.forget(team) == 6  # forgetting again finishes the job
+        assert [t.team_id for t in store.teams()] == [other] and len(store.records(other)) == 1
