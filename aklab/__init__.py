@@ -18,7 +18,7 @@ from aklab.errors import AklabError
 logging.getLogger("aklab").addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
-__all__ = ["AklabError", "__version__", "history", "load_ipython_extension"]
+__all__ = ["AklabError", "__version__", "forget", "history", "load_ipython_extension"]
 
 
 def load_ipython_extension(ipython: Any) -> None:
@@ -43,3 +43,19 @@ def history(store: Any = None, **filters: Any) -> Any:
         return read(store, **filters)
     with open_store(store) as opened:
         return read(opened, **filters)
+
+
+def forget(team: str, store: Any = None) -> str:
+    """Delete one stored team for good: every record of it (messages, usage, histories) and
+    its row; returns what went, in one line. ``team``: its id, an id prefix or its name (a
+    name or prefix several teams share is refused, naming their ids). Refused while a lab
+    runs the team, in this kernel or another (close it first). ``store`` as for
+    :func:`history`. The SQLite file keeps its size (its free pages are reused).
+    """
+    from aklab.lab.resume import forget_team
+    from aklab.store import EventStore, open_store
+
+    if isinstance(store, EventStore):
+        return forget_team(store, team)
+    with open_store(store) as opened:
+        return forget_team(opened, team)

@@ -39,7 +39,7 @@ __all__ = [
 
 FORMATS = ("markdown", "text", "json")
 USAGE_BY = ("agent", "run", "model", "ask", "request")
-SUBCOMMANDS = ("team", "model", "dashboard", "list", "teams", "resume", "batch", "help")
+SUBCOMMANDS = ("team", "model", "dashboard", "list", "teams", "resume", "forget", "batch", "help")
 HELP_WORDS = ("-h", "--help")
 
 
@@ -161,7 +161,7 @@ def parse_member(line: str, prog: str) -> str | None:
 
 
 AKLAB_USAGE = (
-    "%aklab [team NAME|PATH | model provider:model [options] | dashboard | list | teams | resume [TEAM]"
+    "%aklab [team NAME|PATH | model provider:model [options] | dashboard | list | teams | resume [TEAM] | forget TEAM"
     " | batch FILE [options] | help]"
 )
 
@@ -169,7 +169,7 @@ AKLAB_USAGE = (
 def parse_aklab(line: str) -> tuple[str, str | None]:
     """``("status", None)``, ``("team", NAME)``, ``("model", SPEC_AND_OPTIONS)``,
     ``("dashboard", None)``, ``("list", None)``, ``("teams", None)``, ``("resume", TEAM or None)``,
-    ``("help", None)`` (every magic) or
+    ``("forget", TEAM)``, ``("help", None)`` (every magic) or
     ``("usage", None)`` (``-h``: this magic's own help).
 
     The model's words are left for :func:`parse_model`.
@@ -187,8 +187,10 @@ def parse_aklab(line: str) -> tuple[str, str | None]:
         return "model", shlex.join(words[1:])
     if words in (["dashboard"], ["list"], ["teams"], ["resume"]):
         return words[0], None
-    if words[0] == "resume" and len(words) == 2:
-        return "resume", words[1]
+    if words == ["forget"]:
+        raise UsageError("%aklab forget TEAM: name the team to delete, by id or name (%aklab teams lists them)")
+    if words[0] in ("resume", "forget") and len(words) == 2:
+        return words[0], words[1]
     if words[0] == "batch" and len(words) >= 2:
         return "batch", shlex.join(words[1:])
     raise UsageError(f"unknown arguments {line.strip()!r}\nusage: {AKLAB_USAGE}")

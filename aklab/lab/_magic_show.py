@@ -159,5 +159,6 @@ def stored_teams(limit: int = 20) -> str:
         lines.append(f"  {t.team_id[:8]}  {t.name:<16} last active {t.last_activity:%Y-%m-%d %H:%M} UTC{mark}")
     if len(teams) > limit:
         lines.append(f"  ... and {len(teams) - limit} more")
-    lines.append("%aklab resume [NAME or ID] brings one back (with no name: the latest not running elsewhere).")
+    lines.append("%aklab resume [NAME or ID] brings one back (with no name: the latest not running elsewhere);")
+    lines.append("%aklab forget ID deletes one for good.")
     return "\n".join(lines)

@@ -151,6 +151,7 @@ class AklabMagics(Magics):
           %aklab list                    built-in teams, model providers, which keys are set
           %aklab teams                   the teams in the event store, latest activity first
           %aklab resume [TEAM]           bring a stored team back (the latest not running elsewhere, or by name or id)
+          %aklab forget TEAM             delete a stored team for good (by id, id prefix or name; not while it runs)
           %aklab batch FILE [--engine local|process|ray] [--concurrency N] [--retries N] [--timeout S]
                 [--team T] [--model M]   run the team over every scenario in FILE (CSV/JSONL/YAML)
           %aklab dashboard               the live panels (roster, transcript, context, usage)
@@ -185,6 +186,12 @@ class AklabMagics(Magics):
                 from aklab.lab._magic_show import stored_teams
 
                 print(stored_teams())
+                return None
+            if action == "forget":
+                import aklab
+
+                assert value is not None  # parse_aklab requires TEAM
+                print(aklab.forget(value))
                 return None
             if action == "resume":
                 resumed = Lab.resume(value)

@@ -152,6 +152,32 @@ def pick_team(store: EventStore, team: str | None, *, skip_running: bool = False
     return found[0]
 
 
+def find_team(store: EventStore, team: str) -> TeamInfo:
+    """The one stored team ``team`` names: its id, an id prefix or its name. Unlike
+    :func:`pick_team`, a prefix or name several teams share is refused, naming them (for
+    deletion, where taking the latest would be a guess)."""
+    teams = store.teams()
+    found = [t for t in teams if t.team_id == team] or [t for t in teams if t.team_id.startswith(team)]
+    found = found or [t for t in teams if t.name == team]
+    if not found:
+        known = ", ".join(f"{t.name} ({t.team_id[:8]})" for t in teams[:10]) or "none"
+        raise ConfigError(f"no stored team {team!r} in {store.location}; stored: {known}")
+    if len(found) > 1:
+        listed = ", ".join(f"{t.team_id} (last active {t.last_activity:%Y-%m-%d %H:%M} UTC)" for t in found[:10])
+        raise ConfigError(f"{len(found)} stored teams match {team!r}: {listed}; name one by its id")
+    return found[0]
+
+
+def forget_team(store: EventStore, team: str) -> str:
+    """Delete the stored team ``team`` names (see :func:`find_team`) and say what went."""
+    info = find_team(store, team)
+    gone = store.forget(info.team_id)
+    return (
+        f"forgot team {info.name!r} ({info.team_id[:8]}): {gone:,} record(s) deleted from {store.location}; "
+        "its usage has left aklab.history() too"
+    )
+
+
 def load_team(store: EventStore, team: str | None = None, *, skip_running: bool = False) -> StoredTeam:
     """Fold the stored records of ``team`` (an id, an id prefix or a name; None: the latest,
     chosen as :func:`pick_team` says with ``skip_running``). Raises ``TeamInUseError`` for a

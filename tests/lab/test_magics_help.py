@@ -91,7 +91,17 @@ def test_tab_completes_members_subcommands_and_option_values(shell: InteractiveS
     assert complete(shell, "%%ask @Manager --f") == ["--format"]
     assert complete(shell, "%%ask --format ") == ["json", "markdown", "text"]
     assert complete(shell, "%ask @Ma") == ["@Manager"]
-    assert complete(shell, "%aklab ") == ["batch", "dashboard", "help", "list", "model", "resume", "team", "teams"]
+    assert complete(shell, "%aklab ") == [
+        "batch",
+        "dashboard",
+        "forget",
+        "help",
+        "list",
+        "model",
+        "resume",
+        "team",
+        "teams",
+    ]
     assert complete(shell, "%aklab m") == ["model"]
     assert complete(shell, "%aklab team ") == ["dev-team"]
     assert "local:" in complete(shell, "%aklab model ") and "openai:" in complete(shell, "%aklab model op")

@@ -47,3 +47,36 @@ def test_resume_of_an_unknown_team_is_one_line(shell: InteractiveShell, capsys: 
     result = shell.run_cell("%aklab resume nosuch")
     assert result.error_in_exec is not None
     assert "no stored team 'nosuch'" in str(result.error_in_exec)
+
+
+def test_forget_deletes_one_stored_team_by_id_and_refuses_a_shared_name_or_a_running_team(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    import aklab
+    from aklab.store import SqliteStore
+
+    out_of(shell, capsys, "%ask What is 2+2?")
+    first = get_lab()
+    assert first is not None
+    out_of(shell, capsys, "%aklab team dev-team")  # a second team of the same name; the first is closed
+    out_of(shell, capsys, "%ask What is 3+3?")
+    second = get_lab()
+    assert second is not None and second.team_id != first.team_id
+
+    shared = shell.run_cell("%aklab forget dev-team")  # two teams share the name: which one is a guess
+    assert shared.error_in_exec is not None
+    assert "2 stored teams match 'dev-team'" in str(shared.error_in_exec)
+    assert first.team_id in str(shared.error_in_exec) and second.team_id in str(shared.error_in_exec)
+    running = shell.run_cell(f"%aklab forget {second.team_id[:8]}")  # this kernel runs it
+    assert "already running in this process" in str(running.error_in_exec)
+    bare = shell.run_cell("%aklab forget")
+    assert "name the team to delete" in str(bare.error_in_exec)
+    capsys.readouterr()  # the three one-line errors
+
+    report = out_of(shell, capsys, f"%aklab forget {first.team_id[:8]}")
+    assert report.startswith(f"forgot team 'dev-team' ({first.team_id[:8]}):") and "record(s) deleted" in report
+    with SqliteStore(tmp_path / "events.sqlite3") as store:
+        assert [t.team_id for t in store.teams()] == [second.team_id]
+        assert store.records(first.team_id) == [] and store.records(second.team_id) != []
+    assert list(aklab.history(store=tmp_path / "events.sqlite3").asks.question) == ["What is 3+3?"]
+    assert "@Manager (response)" in out_of(shell, capsys, "%ask And 4+4?")  # the running team is untouched
