@@ -157,9 +157,10 @@ class EventStore(ABC):
         """Delete every record of ``team_id`` and its row, and return how many records went:
         the one deletion a store makes (records are never rewritten, and a team goes whole).
         Refused with :class:`TeamInUseError` while a lab runs the team, here or elsewhere.
-        The newest records go first, the team's row last: an interrupted forget leaves the
-        team listed with an earlier prefix of its records, and forgetting it again finishes.
-        The default (a store that cannot delete) raises :class:`StoreError`."""
+        A store that deletes in several transactions deletes the newest records first and the
+        team's row last: an interrupted forget leaves the team listed with an earlier prefix
+        of its records, and forgetting it again finishes. The default (a store that cannot
+        delete) raises :class:`StoreError`."""
         raise StoreError(f"event store {self.location or type(self).__name__} cannot forget a team")
 
     @abstractmethod
