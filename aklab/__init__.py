@@ -33,15 +33,16 @@ def history(store: Any = None, **filters: Any) -> Any:
     ``.runs``, ``.usage``, ``.messages``), across teams and kernel restarts.
 
     ``store``: a path, a ``postgresql://`` DSN or an open store (default: ``$AKLAB_STORE``,
-    else ``./.aklab/events.sqlite3``). Filters: ``team`` (id or name), ``agent``, ``model``,
-    ``since``, ``until`` (datetime, date or ISO string).
+    else ``./.aklab/events.sqlite3``); a SQLite path with no store raises ``ConfigError``
+    saying where it looked (nothing is created). Filters: ``team`` (id or name), ``agent``,
+    ``model``, ``since``, ``until`` (datetime, date or ISO string).
     """
     from aklab.store import EventStore, open_store
     from aklab.store import history as read
 
     if isinstance(store, EventStore):
         return read(store, **filters)
-    with open_store(store) as opened:
+    with open_store(store, create=False) as opened:
         return read(opened, **filters)
 
 
@@ -57,5 +58,5 @@ def forget(team: str, store: Any = None) -> str:
 
     if isinstance(store, EventStore):
         return forget_team(store, team)
-    with open_store(store) as opened:
+    with open_store(store, create=False) as opened:
         return forget_team(opened, team)

@@ -142,12 +142,17 @@ def listing() -> str:
 
 def stored_teams(limit: int = 20) -> str:
     """The teams in the event store (``$AKLAB_STORE`` or ``./.aklab/events.sqlite3``), latest first."""
+    from aklab.errors import ConfigError
     from aklab.lab.persist import OFF
     from aklab.store import open_store
 
     if os.environ.get("AKLAB_STORE", "x").strip().lower() in OFF:
         return "The event store is off (AKLAB_STORE=off): no team is kept."
-    with open_store() as store:
+    try:
+        store = open_store(create=False)
+    except ConfigError as exc:  # no store file here: say where it looked, create nothing
+        return f"No team stored yet: {exc}."
+    with store:
         teams = store.teams()
         where = store.location
         running = {t.team_id for t in teams[:limit] if store.in_use(t.team_id)}

@@ -31,6 +31,7 @@ not taken up again: it would have been dropped unread had the kernel lived on.
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -120,7 +121,13 @@ def pick_team(store: EventStore, team: str | None, *, skip_running: bool = False
 
     teams = store.teams()
     if not teams:
-        raise ConfigError(f"no team is stored in {store.location}: start one with Lab(...) first")
+        where = ""
+        if store.location.startswith("sqlite:"):  # the usual surprise: a kernel started in another folder
+            where = (
+                " (aklab keeps one store per project folder, in .aklab/ under the folder the kernel runs in, "
+                f"now {os.getcwd()}; AKLAB_STORE or store= points elsewhere)"
+            )
+        raise ConfigError(f"no team is stored in {store.location}: start one with Lab(...) first{where}")
     if team is None:
         if not skip_running:
             return teams[0]

@@ -48,6 +48,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from aklab.errors import ConfigError
 from aklab.store._base import (
     EventStore,
     StoreCorruptError,
@@ -83,6 +84,7 @@ __all__ = [
     "encode",
     "history",
     "new_team_id",
+    "no_store_here",
     "open_store",
 ]
 
@@ -90,10 +92,12 @@ __all__ = [
 STORE_ENV = "AKLAB_STORE"
 
 
-def open_store(target: str | os.PathLike[str] | None = None) -> EventStore:
+def open_store(target: str | os.PathLike[str] | None = None, *, create: bool = True) -> EventStore:
     """The store at ``target``: a ``postgresql://``/``postgres://`` DSN opens a
     :class:`PostgresStore`, anything else is a SQLite file path. None means
-    ``$AKLAB_STORE`` if set, else :func:`default_store_path` (``./.aklab/events.sqlite3``)."""
+    ``$AKLAB_STORE`` if set, else :func:`default_store_path` (``./.aklab/events.sqlite3``).
+    ``create=False`` (for readers) raises ``ConfigError`` saying where it looked, rather
+    than create an empty SQLite file where there is none."""
     if target is None:
         target = os.environ.get(STORE_ENV) or default_store_path()
     text = os.fspath(target)
@@ -101,7 +105,18 @@ def open_store(target: str | os.PathLike[str] | None = None) -> EventStore:
         from aklab.store._postgres import PostgresStore
 
         return PostgresStore(text)
+    if not create and not os.path.exists(text):
+        raise ConfigError(no_store_here(text))
     return SqliteStore(text)
+
+
+def no_store_here(path: str | os.PathLike[str]) -> str:
+    """Why a reader found nothing at ``path``: the store is per project folder."""
+    return (
+        f"no event store at {os.path.abspath(path)}: aklab keeps one per project folder, in .aklab/ under the "
+        f"folder the kernel runs in (now {os.getcwd()}); run from the notebook's folder, set ${STORE_ENV}, "
+        "or pass store="
+    )
 
 
 def __getattr__(name: str) -> object:

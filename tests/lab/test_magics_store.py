@@ -80,3 +80,26 @@ def test_forget_deletes_one_stored_team_by_id_and_refuses_a_shared_name_or_a_run
         assert store.records(first.team_id) == [] and store.records(second.team_id) != []
     assert list(aklab.history(store=tmp_path / "events.sqlite3").asks.question) == ["What is 3+3?"]
     assert "@Manager (response)" in out_of(shell, capsys, "%ask And 4+4?")  # the running team is untouched
+
+
+def test_readers_in_a_folder_with_no_store_say_where_they_looked_and_create_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import aklab
+    from aklab.errors import ConfigError
+    from aklab.lab import Lab
+
+    elsewhere = tmp_path / "another-folder"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # a kernel started outside the notebook's folder
+    monkeypatch.delenv("AKLAB_STORE", raising=False)
+    for read in (aklab.history, lambda: aklab.forget("dev-team")):
+        with pytest.raises(ConfigError, match=rf"no event store at {elsewhere}/.aklab/events.sqlite3: .*per project"):
+            read()
+    ip = InteractiveShell.instance()
+    ip.run_cell("%load_ext aklab")
+    assert ip.run_cell("%aklab teams").error_in_exec is None
+    assert f"No team stored yet: no event store at {elsewhere}" in capsys.readouterr().out
+    assert not (elsewhere / ".aklab").exists()  # nothing was created by reading
+    with pytest.raises(ConfigError, match=rf"no team is stored in .*: start one .*now {elsewhere}"):
+        Lab.resume()  # resume opens the store to run in it: the hint names the folder
