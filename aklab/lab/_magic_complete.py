@@ -4,7 +4,8 @@ One IPython matcher (API v2, ``IPCompleter.custom_matchers``) that answers only 
 line of one of aklab's magics, after its name: ``%%ask @De<Tab>`` offers ``@Developer``
 (members of the running lab and the roles it can hire), ``%aklab <Tab>`` the subcommands,
 ``%aklab team <Tab>`` the built-in teams, ``%aklab model <Tab>`` the providers,
-``--format <Tab>`` the formats. When it has completions it suppresses the others (Jedi
+``%aklab resume|forget <Tab>`` the stored teams' short ids and names (read from the store,
+never creating one), ``--format <Tab>`` the formats. When it has completions it suppresses the others (Jedi
 would offer ``DeprecationWarning`` for ``@De``). It never starts a lab to complete.
 """
 
@@ -50,6 +51,24 @@ def _providers() -> list[str]:
     return [f"{name}:" for name in FAMILY_MODULES]
 
 
+def _stored_teams() -> list[str]:
+    """Short ids (latest first) and names of the teams in the event store; none if there
+    is no store here, it is off, or it cannot be read (a completion never fails)."""
+    import os
+
+    from aklab.lab.persist import OFF
+    from aklab.store import open_store
+
+    if os.environ.get("AKLAB_STORE", "x").strip().lower() in OFF:
+        return []
+    try:
+        with open_store(create=False) as store:
+            teams = store.teams()
+    except Exception:
+        return []
+    return list(dict.fromkeys([t.team_id[:8] for t in teams] + [t.name for t in teams]))
+
+
 def _teams() -> list[str]:
     from aklab.lab.teams import BUILTIN_TEAMS
 
@@ -76,6 +95,8 @@ def complete_words(magic: str, cell: bool, before: list[str], fragment: str) -> 
             options = list(SUBCOMMANDS)
         elif before == ["team"]:
             options = _teams()
+        elif before in (["resume"], ["forget"]):
+            options = _stored_teams()
         elif before == ["model"]:
             options = _providers()
         elif before[0] == "model" and previous == "--output-mode":

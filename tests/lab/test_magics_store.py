@@ -103,3 +103,21 @@ def test_readers_in_a_folder_with_no_store_say_where_they_looked_and_create_noth
     assert not (elsewhere / ".aklab").exists()  # nothing was created by reading
     with pytest.raises(ConfigError, match=rf"no team is stored in .*: start one .*now {elsewhere}"):
         Lab.resume()  # resume opens the store to run in it: the hint names the folder
+
+
+def test_tab_offers_the_stored_teams_after_resume_and_forget(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from tests.lab.test_magics_help import complete
+
+    assert "dev-team" not in complete(shell, "%aklab resume ")  # no store file yet: none offered, none created
+    assert not (tmp_path / "events.sqlite3").exists()
+    out_of(shell, capsys, "%ask What is 2+2?")
+    lab = get_lab()
+    assert lab is not None
+    short = lab.team_id[:8]
+    assert complete(shell, "%aklab resume ") == [short, "dev-team"]
+    assert complete(shell, f"%aklab forget {short[:3]}") == [short]
+    assert complete(shell, "%aklab forget dev") == ["dev-team"]
+    monkeypatch.setenv("AKLAB_STORE", "off")
+    assert short not in complete(shell, "%aklab resume ")
