@@ -221,26 +221,30 @@ def test_a_full_disk_warns_once_and_the_team_keeps_working(tmp_path: Path, caplo
     assert len(warnings) == 1 and "disk is full" in warnings[0] and str(mnt) in warnings[0]
 
 
-class _FullDisk:
-    """A connection whose writes fail as SQLite's do on a full disk."""
+class _Failing:
+    """The store's connection, whose statements starting with ``start`` fail with SQLite's
+    ``error`` (from the ``at``-th such statement on: 1, every one); every other call goes
+    to the real connection."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self._conn = conn
+    def __init__(self, conn: sqlite3.Connection, start: str, error: str, *, at: int = 1) -> None:
+        self.conn, self.start, self.error, self.at, self.seen = conn, start, error, at, 0
 
     def execute(self, sql: str, *args: Any) -> Any:
-        if sql.startswith("INSERT"):
-            raise sqlite3.OperationalError("database or disk is full")
-        return self._conn.execute(sql, *args)
+        if sql.startswith(self.start):
+            self.seen += 1
+            if self.seen >= self.at:
+                raise sqlite3.OperationalError(self.error)
+        return self.conn.execute(sql, *args)
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._conn, name)
+        return getattr(self.conn, name)
 
 
 def test_a_full_disk_simulated_by_sqlites_error_is_survived_too(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     store = SqliteStore(tmp_path / "events.sqlite3")
-    store._conn = _FullDisk(store._conn)  # type: ignore[arg-type, assignment]
+    store._conn = _Failing(store._conn, "INSERT", "database or disk is full")  # type: ignore[arg-type, assignment]
     try:
         with pytest.raises(StoreError, match=r"append failed: database or disk is full"):
             store.append(sent("x"), new_team_id())
@@ -325,24 +329,6 @@ def test_a_file_left_in_the_middle_of_a_checkpoint_opens_with_every_record(tmp_p
         assert len(store.records(team)) == 300
 
 
-class _FailingNthChunk:
-    """The store's connection, whose ``fail_at``-th delete of a forget fails (as a kill would
-    end it there): every other call goes to the real connection."""
-
-    def __init__(self, conn: sqlite3.Connection, fail_at: int) -> None:
-        self.conn, self.fail_at, self.deletes = conn, fail_at, 0
-
-    def execute(self, sql: str, *args: Any) -> Any:
-        if sql.startswith("DELETE FROM events"):
-            self.deletes += 1
-            if self.deletes == self.fail_at:
-                raise sqlite3.OperationalError("disk I/O error")
-        return self.conn.execute(sql, *args)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.conn, name)
-
-
 def test_a_big_team_is_forgotten_in_chunks_newest_first_and_an_interrupted_forget_leaves_a_prefix(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -356,7 +342,7 @@ def test_a_big_team_is_forgotten_in_chunks_newest_first_and_an_interrupted_forge
         fill(store, 1, other)
         real = store._conn
         assert real is not None
-        store._conn = _FailingNthChunk(real, fail_at=2)  # type: ignore[assignment]
+        store._conn = _Failing(real, "DELETE FROM events", "disk I/O error", at=2)  # type: ignore[assignment]
         with pytest.raises(StoreError, match=f"forget team {team} failed: disk I/O error"):
             store.forget(team)
         store._conn = real
