@@ -116,8 +116,24 @@ def test_tab_offers_the_stored_teams_after_resume_and_forget(
     lab = get_lab()
     assert lab is not None
     short = lab.team_id[:8]
-    assert complete(shell, "%aklab resume ") == [short, "dev-team"]
+    assert sorted(complete(shell, "%aklab resume ")) == sorted([short, "dev-team"])  # IPython orders them
     assert complete(shell, f"%aklab forget {short[:3]}") == [short]
     assert complete(shell, "%aklab forget dev") == ["dev-team"]
     monkeypatch.setenv("AKLAB_STORE", "off")
     assert short not in complete(shell, "%aklab resume ")
+
+
+def test_teams_lists_without_checking_the_whole_file(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Listing reads the teams table; the whole-file check (seconds on a large store) is left to resume."""
+    from aklab.store import SqliteStore
+
+    out_of(shell, capsys, "%ask What is 2+2?")
+    set_lab(None)
+
+    def no_check(self: SqliteStore) -> None:
+        raise AssertionError("%aklab teams checked the whole file")
+
+    monkeypatch.setattr(SqliteStore, "_verify", no_check)
+    assert "1 team(s)" in out_of(shell, capsys, "%aklab teams")
