@@ -144,7 +144,8 @@ def stored_teams(limit: int = 20) -> str:
     """The teams in the event store (``$AKLAB_STORE`` or ``./.aklab/events.sqlite3``), latest first.
 
     The listing reads the teams table only, so it skips SQLite's check of the whole file
-    (about 1 s per 60 MB): a damaged file is reported by the resume that reads it."""
+    (about 1 s per 60 MB not yet cached): damage is reported by the lab or resume that
+    opens the file."""
     from aklab.errors import ConfigError
     from aklab.lab.persist import OFF
     from aklab.store import open_store
