@@ -54,12 +54,10 @@ def _providers() -> list[str]:
 def _stored_teams() -> list[str]:
     """Short ids (latest first) and names of the teams in the event store; none if there
     is no store here, it is off, or it cannot be read (a completion never fails)."""
-    import os
-
-    from aklab.lab.persist import OFF
+    from aklab.lab.persist import store_off
     from aklab.store import open_store
 
-    if os.environ.get("AKLAB_STORE", "x").strip().lower() in OFF:
+    if store_off():
         return []
     try:
         with open_store(create=False, verify=False) as store:  # a Tab must not check the whole file

@@ -147,10 +147,10 @@ def stored_teams(limit: int = 20) -> str:
     (about 1 s per 60 MB not yet cached): damage is reported by the lab or resume that
     opens the file."""
     from aklab.errors import ConfigError
-    from aklab.lab.persist import OFF
+    from aklab.lab.persist import store_off
     from aklab.store import open_store
 
-    if os.environ.get("AKLAB_STORE", "x").strip().lower() in OFF:
+    if store_off():
         return "The event store is off (AKLAB_STORE=off): no team is kept."
     try:
         store = open_store(create=False, verify=False)

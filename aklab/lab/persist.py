@@ -20,12 +20,17 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from aklab.store import EventStore, StoreSubscriber
 
-__all__ = ["OFF", "StoreLink", "open_link"]
+__all__ = ["OFF", "StoreLink", "open_link", "store_off"]
 
 log = logging.getLogger("aklab.store")
 
 #: ``AKLAB_STORE`` values (or ``store=`` strings) that mean: keep nothing on disk.
 OFF = ("off", "none", "false", "0", "")
+
+
+def store_off() -> bool:
+    """Whether ``$AKLAB_STORE`` turns the event store off (unset: on, in ``./.aklab``)."""
+    return os.environ.get("AKLAB_STORE", "x").strip().lower() in OFF
 
 
 @dataclass
@@ -92,7 +97,7 @@ def open_link(target: Any) -> StoreLink:
     from aklab.store import EventStore, StoreError, new_team_id, open_store
 
     team_id = new_team_id()
-    if target is False or (target is None and os.environ.get("AKLAB_STORE", "x").strip().lower() in OFF):
+    if target is False or (target is None and store_off()):
         return StoreLink(None, team_id)
     if isinstance(target, str) and target.strip().lower() in OFF:
         return StoreLink(None, team_id)

@@ -31,7 +31,6 @@ not taken up again: it would have been dropped unread had the kernel lived on.
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -121,12 +120,10 @@ def pick_team(store: EventStore, team: str | None, *, skip_running: bool = False
 
     teams = store.teams()
     if not teams:
-        where = ""
-        if store.location.startswith("sqlite:"):  # the usual surprise: a kernel started in another folder
-            where = (
-                " (aklab keeps one store per project folder, in .aklab/ under the folder the kernel runs in, "
-                f"now {os.getcwd()}; AKLAB_STORE or store= points elsewhere)"
-            )
+        from aklab.store import per_folder_hint
+
+        # the usual surprise: a kernel started in another folder
+        where = f" ({per_folder_hint()})" if store.location.startswith("sqlite:") else ""
         raise ConfigError(f"no team is stored in {store.location}: start one with Lab(...) first{where}")
     if team is None:
         if not skip_running:
@@ -150,25 +147,25 @@ def pick_team(store: EventStore, team: str | None, *, skip_running: bool = False
             f"every team stored in {store.location} is running in a lab in another process now ({len(teams)}): "
             "close one there first, or name one to see where it runs"
         )
-    found = [t for t in teams if t.team_id == team or t.team_id.startswith(team)] or [
-        t for t in teams if t.name == team
-    ]
+    return _matching(teams, team, store.location)[0]
+
+
+def _matching(teams: list[TeamInfo], team: str, location: str) -> list[TeamInfo]:
+    """The stored teams ``team`` names, latest first: the one with that id, else those whose
+    id starts with it, else those of that name. None raises ``ConfigError`` listing some."""
+    found = [t for t in teams if t.team_id == team] or [t for t in teams if t.team_id.startswith(team)]
+    found = found or [t for t in teams if t.name == team]
     if not found:
-        known = ", ".join(f"{t.name} ({t.team_id[:8]})" for t in teams[:10])
-        raise ConfigError(f"no stored team {team!r} in {store.location}; stored: {known}")
-    return found[0]
+        known = ", ".join(f"{t.name} ({t.team_id[:8]})" for t in teams[:10]) or "none"
+        raise ConfigError(f"no stored team {team!r} in {location}; stored: {known}")
+    return found
 
 
 def find_team(store: EventStore, team: str) -> TeamInfo:
     """The one stored team ``team`` names: its id, an id prefix or its name. Unlike
     :func:`pick_team`, a prefix or name several teams share is refused, naming them (for
     deletion, where taking the latest would be a guess)."""
-    teams = store.teams()
-    found = [t for t in teams if t.team_id == team] or [t for t in teams if t.team_id.startswith(team)]
-    found = found or [t for t in teams if t.name == team]
-    if not found:
-        known = ", ".join(f"{t.name} ({t.team_id[:8]})" for t in teams[:10]) or "none"
-        raise ConfigError(f"no stored team {team!r} in {store.location}; stored: {known}")
+    found = _matching(store.teams(), team, store.location)
     if len(found) > 1:
         listed = ", ".join(f"{t.team_id} (last active {t.last_activity:%Y-%m-%d %H:%M} UTC)" for t in found[:10])
         raise ConfigError(f"{len(found)} stored teams match {team!r}: {listed}; name one by its id")

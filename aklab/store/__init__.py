@@ -86,6 +86,7 @@ __all__ = [
     "new_team_id",
     "no_store_here",
     "open_store",
+    "per_folder_hint",
 ]
 
 #: Environment variable naming the store: a path, or a ``postgresql://`` DSN.
@@ -113,10 +114,14 @@ def open_store(target: str | os.PathLike[str] | None = None, *, create: bool = T
 
 def no_store_here(path: str | os.PathLike[str]) -> str:
     """Why a reader found nothing at ``path``: the store is per project folder."""
+    return f"no event store at {os.path.abspath(path)}: {per_folder_hint()}"
+
+
+def per_folder_hint() -> str:
+    """Where the default SQLite store lives, and how to point elsewhere (for "nothing here" errors)."""
     return (
-        f"no event store at {os.path.abspath(path)}: aklab keeps one per project folder, in .aklab/ under the "
-        f"folder the kernel runs in (now {os.getcwd()}); run from the notebook's folder, set ${STORE_ENV}, "
-        "or pass store="
+        f"aklab keeps one store per project folder, in .aklab/ under the folder the kernel runs in "
+        f"(now {os.getcwd()}); run from the notebook's folder, set ${STORE_ENV}, or pass store="
     )
 
 
