@@ -160,13 +160,32 @@ def _payload_text(payload: dict[str, Any]) -> str:
 
 def _wrapped(value: Any) -> Any:
     """A field value ready for ``to_json``: a model or dataclass tagged with its class."""
-    if value is None or isinstance(value, str | int | float | bool):
+    klass = type(value)
+    try:
+        how = _WRAPPING[klass]
+    except KeyError:
+        how = _WRAPPING[klass] = _wrapping(klass)
+    if how is None:
         return value
-    if isinstance(value, ActorAddress):
+    if how is _ADDRESS:
         return value.to_dict()
-    if isinstance(value, BaseModel) or (dataclasses.is_dataclass(value) and not isinstance(value, type)):
-        return {"$type": class_path(type(value)), "$data": value}
-    return value
+    return {"$type": how, "$data": value}
+
+
+#: How ``_wrapped`` writes a value, by its class: as it is (None), as an address's identity
+#: (``_ADDRESS``), or tagged with this class path. One lookup per field instead of a chain
+#: of isinstance checks (``isinstance(x, BaseModel)`` goes through ABCMeta), which on the
+#: first record after a model turn, with cold caches, cost more than writing the JSON.
+_WRAPPING: dict[type, str | None] = {}
+_ADDRESS = "$address"
+
+
+def _wrapping(klass: type) -> str | None:
+    if issubclass(klass, ActorAddress):
+        return _ADDRESS
+    if issubclass(klass, BaseModel) or (dataclasses.is_dataclass(klass) and not issubclass(klass, type)):
+        return class_path(klass)
+    return None
 
 
 def _plain(payload: dict[str, Any]) -> dict[str, Any]:
