@@ -338,3 +338,32 @@ def test_closing_writes_the_queue(make_store: Callable[[], EventStore]) -> None:
     store.append_later(sent("queued"), team)
     store.close()
     assert len(make_store().records(team)) == 1
+
+
+def test_a_queued_record_that_cannot_be_encoded_stores_what_came_before_it_and_says_so(
+    make_store: Callable[[], EventStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Queued records are encoded when they are written: one that cannot be ends the prefix
+    (it and the records after it are not stored, the caller gets a StoreError naming it)."""
+    import aklab.store._queue as queue
+
+    real = queue.encode
+
+    def encode(record: object, team_id: str) -> object:
+        if getattr(getattr(record, "message", None), "content", None) == "broken":
+            raise ValueError("cannot write this one")
+        return real(record, team_id)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(queue, "encode", encode)
+    store, other = make_store(), make_store()
+    team = new_team_id()
+    store.append_later(sent("before"), team)
+    store.append_later(sent("broken"), team)
+    store.append_later(sent("after"), team)
+    broken = r"a SentMessage could not be written as JSON .*cannot write this one.*nor the 1 record queued after it"
+    with pytest.raises(StoreError, match=broken):
+        store.append(sent("end"), team)
+    contents = [r.message().message.content for r in other.records(team)]  # type: ignore[attr-defined]
+    assert contents == ["before"]
+    store.append(sent("next"), team)  # the store itself goes on
+    assert [r.message().message.content for r in other.records(team)] == ["before", "next"]  # type: ignore[attr-defined]
