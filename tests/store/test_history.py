@@ -136,3 +136,40 @@ def test_an_asks_cost_is_the_sum_of_its_requests_and_unknown_if_any_is_unpriced(
 def test_importing_the_store_does_not_import_pandas() -> None:
     code = "import sys, aklab.store; assert 'pandas' not in sys.modules, 'pandas imported'"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_aklab_history_reads_without_checking_the_whole_file_and_still_names_the_damage(
+    two_sessions: tuple[Path, list[tuple[str, pd.DataFrame, list[str]]]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``aklab.history(path)`` only reads: SQLite's whole-file check on open (about 1 s per
+    60 MB not in the page cache) is skipped, and damage in what it reads is still reported
+    with the way to recover."""
+    import shutil
+
+    import aklab
+    from aklab.store import StoreCorruptError
+
+    path, sessions = two_sessions
+
+    def no_check(self: SqliteStore) -> None:
+        raise AssertionError("aklab.history() checked the whole file")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(SqliteStore, "_verify", no_check)
+        h = aklab.history(path)
+    assert set(h.asks["team_id"]) == {s[0] for s in sessions}
+
+    damaged = tmp_path / "damaged.sqlite3"
+    shutil.copy(path, damaged)
+    with SqliteStore(damaged) as store:  # the WAL into the file, so the copy is the whole store
+        pages = store._db().execute("PRAGMA page_count").fetchone()[0]
+    size = damaged.stat().st_size
+    page = size // pages
+    with open(damaged, "r+b") as f:  # every page but the first overwritten: a reader hits damage
+        for n in range(1, pages):
+            f.seek(n * page)
+            f.write(b"\xff" * page)
+    with pytest.raises(StoreCorruptError, match=r"damaged .*SqliteStore\.recover"):
+        aklab.history(damaged)
