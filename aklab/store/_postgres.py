@@ -354,9 +354,18 @@ class PostgresStore(QueuedWrites, EventStore):
             return True
 
     def close(self) -> None:
+        import psycopg
+
         with self._lock:
             self._flush_for_reading()
             conn, self._conn = self._conn, None
-            self._claims.clear()  # closing the connection ends its advisory locks
+            claimed, self._claims = self._claims, set()
         if conn is not None:
+            if claimed:
+                # Let go before closing: the server ends a closed connection's locks when its
+                # backend notices, a moment later, and a claim made meanwhile would be refused.
+                try:
+                    conn.execute("SELECT pg_advisory_unlock_all()")
+                except psycopg.Error:  # a lost connection has dropped its locks already
+                    pass
             conn.close()
