@@ -8,6 +8,9 @@ its pid, host and start time into the file for a refusal to name, and removes th
 it lets go (still holding the lock; a claimer checks that the file it locked is still the
 one at the path), so the folder lists the teams running now, and those of killed kernels.
 
+``in_use`` probes with a shared lock held for microseconds; a claim that meets only shared
+locks tries again (no lab holds one), so a listing in another kernel never refuses a claim.
+
 Where ``fcntl`` is missing (Windows), or the folder cannot be written or locked, nothing
 is claimed: the claim guards against a mistake, a team does not need it to run.
 """
@@ -92,11 +95,17 @@ class TeamLocks:
         for _ in range(_RACES):
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                _lock_exclusive(fd)
             except BlockingIOError:
                 holder = _holder(fd)
                 os.close(fd)
                 raise in_use_error(team_id, holder, self.location) from None
+            except _StillShared:
+                os.close(fd)
+                raise TeamInUseError(
+                    f"team {team_id[:8]} could not be claimed: other processes kept checking whether it runs "
+                    f"({path} stayed locked for reading); try again"
+                ) from None
             except OSError:
                 os.close(fd)
                 raise
@@ -146,6 +155,33 @@ class TeamLocks:
         finally:
             os.close(fd)  # drops the probe's shared lock, if it got one
         return False
+
+
+#: How many times a claim tries again while only ``in_use`` probes (shared locks held for
+#: microseconds) stand in its way.
+_PROBE_RETRIES = 1_000
+
+
+def _lock_exclusive(fd: int) -> None:
+    """Lock ``fd`` exclusively, or raise ``BlockingIOError`` if a lab holds it. A lab holds
+    its claim exclusively; a shared lock is another process's ``in_use`` probe, let go
+    microseconds later, so the claim tries again instead of refusing the team."""
+    for _ in range(_PROBE_RETRIES):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # granted: only probes hold it
+            except BlockingIOError:
+                raise  # a lab holds it
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.sched_yield()
+    raise _StillShared
+
+
+class _StillShared(Exception):
+    """A team's lock file stayed shared-locked through every try of a claim."""
 
 
 def _holder(fd: int) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from aklab.store._base import (
     StoredRecord,
     StoreError,
     TeamInfo,
+    TeamInUseError,
     check_kinds,
     check_team_id,
 )
@@ -49,6 +50,11 @@ INSTALL_HINT = "PostgresStore needs psycopg 3: pip install 'aklab[postgres]' (or
 _TEAM_KEY = "hashtextextended(current_schema() || ':aklab-team:' || %s, 0)"
 _TRY_TEAM_LOCK = f"SELECT pg_try_advisory_lock({_TEAM_KEY})"
 _TEAM_UNLOCK = f"SELECT pg_advisory_unlock({_TEAM_KEY})"
+#: ``in_use`` probes with a shared lock: a claim that meets one (and no exclusive holder) tries again.
+_TRY_TEAM_PROBE = f"SELECT pg_try_advisory_lock_shared({_TEAM_KEY})"
+_TEAM_PROBE_END = f"SELECT pg_advisory_unlock_shared({_TEAM_KEY})"
+#: How many times a claim tries again while only probes stand in its way.
+PROBE_RETRIES = 100
 #: Who holds a team's claim: the application name of the session holding its lock.
 _TEAM_HOLDER = f"""
 SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
@@ -317,10 +323,21 @@ class PostgresStore(QueuedWrites, EventStore):
                 raise in_use_error(team_id, this_process(), self.location)
             try:
                 conn = self._db()
-                got = conn.execute(_TRY_TEAM_LOCK, (team_id,)).fetchone()
-                if not (got and got[0]):
-                    holder = conn.execute(_TEAM_HOLDER, (team_id,)).fetchone()
-                    raise in_use_error(team_id, _holder(holder[0] if holder else None), self.location)
+                for _ in range(PROBE_RETRIES):
+                    got = conn.execute(_TRY_TEAM_LOCK, (team_id,)).fetchone()
+                    if got and got[0]:
+                        break
+                    probed = conn.execute(_TRY_TEAM_PROBE, (team_id,)).fetchone()
+                    if not (probed and probed[0]):  # a lab holds it
+                        holder = conn.execute(_TEAM_HOLDER, (team_id,)).fetchone()
+                        raise in_use_error(team_id, _holder(holder[0] if holder else None), self.location)
+                    conn.execute(_TEAM_PROBE_END, (team_id,))  # only probes: another try
+                    _between_tries()
+                else:
+                    raise TeamInUseError(
+                        f"team {team_id[:8]} could not be claimed: other sessions kept checking whether it "
+                        "runs; try again"
+                    )
             except psycopg.Error as exc:
                 raise self._wrap(exc, "claim the team") from exc
             self._claims.add(team_id)
@@ -345,9 +362,9 @@ class PostgresStore(QueuedWrites, EventStore):
                 return False
             try:
                 conn = self._db()
-                got = conn.execute(_TRY_TEAM_LOCK, (team_id,)).fetchone()
+                got = conn.execute(_TRY_TEAM_PROBE, (team_id,)).fetchone()
                 if got and got[0]:
-                    conn.execute(_TEAM_UNLOCK, (team_id,))
+                    conn.execute(_TEAM_PROBE_END, (team_id,))
                     return False
             except (psycopg.Error, StoreError):  # cannot tell (a lost connection, a server before 11)
                 return False
@@ -369,3 +386,7 @@ class PostgresStore(QueuedWrites, EventStore):
                 except psycopg.Error:  # a lost connection has dropped its locks already
                     pass
             conn.close()
+
+
+def _between_tries() -> None:
+    """Between two tries of a claim that met only probes (a hook for tests)."""

@@ -95,3 +95,77 @@ def test_a_read_only_store_claims_nothing(tmp_path: Path) -> None:
             assert store.read_only
             store.claim(team)  # nothing to guard: the team cannot be stored here
             assert not store.in_use(team)
+
+
+def test_a_claim_made_while_another_process_probes_the_team_goes_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``in_use`` probes with a shared lock held for microseconds: a claim that meets one tries
+    again (it is not a lab holding the team), and only a probe that never ends refuses it."""
+    import fcntl
+    import os
+
+    import aklab.store._claims as claims
+
+    team = new_team_id()
+    folder = tmp_path / "events.sqlite3-teams"
+    folder.mkdir()
+    probe = os.open(folder / team, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(probe, fcntl.LOCK_SH | fcntl.LOCK_NB)  # a probe, caught in the act
+        waits: list[int] = []
+
+        def probe_ends() -> None:  # the claim yields while the probe holds: the probe lets go
+            waits.append(1)
+            fcntl.flock(probe, fcntl.LOCK_UN)
+
+        monkeypatch.setattr(claims.os, "sched_yield", probe_ends)
+        with SqliteStore(tmp_path / "events.sqlite3") as store:
+            store.claim(team)
+            assert waits == [1]
+            assert SqliteStore(tmp_path / "events.sqlite3").in_use(team)
+        os.close(probe)  # the file it probed went with the claim: probe the next one, for good
+        probe = os.open(folder / team, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(probe, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        monkeypatch.setattr(claims.os, "sched_yield", lambda: None)
+        with SqliteStore(tmp_path / "events.sqlite3") as store:
+            with pytest.raises(TeamInUseError, match=r"could not be claimed: other processes kept checking.*try again"):
+                store.claim(team)
+    finally:
+        os.close(probe)
+
+
+def test_a_postgres_claim_made_while_another_session_probes_the_team_goes_through(
+    postgres_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same on PostgreSQL: ``in_use`` probes with a shared advisory lock; a claim that
+    meets one tries again, and only a probe that never ends refuses it."""
+    import uuid
+
+    import aklab.store._postgres as pg
+
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    team = new_team_id()
+    with (
+        pg.PostgresStore(postgres_dsn, schema=schema) as prober,
+        pg.PostgresStore(postgres_dsn, schema=schema) as store,
+    ):
+
+        def probe() -> None:
+            assert prober._db().execute(pg._TRY_TEAM_PROBE, (team,)).fetchone()[0]
+
+        def probe_ends() -> None:
+            prober._db().execute(pg._TEAM_PROBE_END, (team,))
+
+        probe()  # caught in the act
+        tries: list[int] = []
+        monkeypatch.setattr(pg, "_between_tries", lambda: (tries.append(1), probe_ends()))
+        store.claim(team)
+        assert tries == [1] and prober.in_use(team)
+        store.release(team)
+        probe()  # a probe that never lets go
+        monkeypatch.setattr(pg, "_between_tries", lambda: None)
+        with pytest.raises(TeamInUseError, match=r"could not be claimed: other sessions kept checking.*try again"):
+            store.claim(team)
+        probe_ends()
+        store.claim(team)  # and once it does, the claim goes through
