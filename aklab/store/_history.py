@@ -12,6 +12,8 @@ pandas is imported when ``history`` is called, not when ``aklab.store`` is.
 
 from __future__ import annotations
 
+import sys
+import time
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
@@ -121,22 +123,18 @@ def history(
     team_ids: list[str | None] = [None]
     if team is not None:
         team_ids = [tid for tid, name in names.items() if team in (tid, name)] or [team]
-    records: list[StoredRecord] = []
-    for team_id in team_ids:
-        records += store.records(team_id, since=since_utc, until=until_utc, kinds=("SentMessage", "LlmUsageEvent"))
-    records.sort(key=lambda r: r.seq)
+    usage_rows, message_rows = _read(store, team_ids, since_utc, until_utc)
+    every_message = message_rows
     who = None if agent is None else (agent if agent.startswith("@") else f"@{agent}")
-    usage_rows = [_usage_row(r) for r in records if r.event_type == "LlmUsageEvent"]
     usage_rows = [
         u for u in usage_rows if (who is None or u["agent"] == who) and (model is None or u["model"] == model)
     ]
-    message_rows = [_message_row(r) for r in records if r.kind == "SentMessage"]
     if who is not None:
         message_rows = [m for m in message_rows if who in (m["sender"], m["recipient"])]
     questions = {m["message_id"]: m["content"] for m in message_rows if m["message_id"] == m["ask_id"]}
     if who is not None or model is not None:  # the question of an ask the filtered agent took part in
         wanted = {u["ask_id"] for u in usage_rows} | {m["ask_id"] for m in message_rows}
-        questions.update({_question(r) for r in records if r.kind == "SentMessage" and r.message_id in wanted})
+        questions.update({m["message_id"]: m["content"] for m in every_message if m["message_id"] in wanted})
     usage = _usage_frame(usage_rows)
     messages = _messages_frame(message_rows)
     if model is not None:  # messages carry no model: keep those of the asks that used it
@@ -146,8 +144,44 @@ def history(
     return History(asks=asks, runs=runs, usage=usage, messages=messages)
 
 
-def _question(record: StoredRecord) -> tuple[str | None, Any]:
-    return record.message_id, _fields(record.payload, "message").get("content")
+#: Records read per query. Each page becomes frame rows before the next is read, so a large
+#: store is never held whole as records (with their payloads, about 3 KB each).
+PAGE = 20_000
+#: A read that takes longer than this says on stderr how far it has got, page by page.
+PROGRESS_AFTER_S = 2.0
+_KINDS = ("SentMessage", "LlmUsageEvent")
+
+
+def _read(
+    store: EventStore, team_ids: list[str | None], since: datetime | None, until: datetime | None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The usage rows and the message rows of ``team_ids``' records in ``[since, until)``, in
+    the order they were stored. Read newest first, a page at a time."""
+    found: list[tuple[int, bool, dict[str, Any]]] = []
+    started = time.monotonic()
+    shown = False
+    for team_id in team_ids:
+        before: int | None = None
+        while True:
+            page = store.records(
+                team_id, since=since, until=until, kinds=_KINDS, before=before, limit=PAGE, newest=True
+            )
+            for r in page:
+                if r.event_type == "LlmUsageEvent":
+                    found.append((r.seq, True, _usage_row(r)))
+                elif r.kind == "SentMessage":
+                    found.append((r.seq, False, _message_row(r)))
+            if len(page) < PAGE:
+                break
+            before = page[0].seq  # the page is oldest first: the next one ends before it
+            if time.monotonic() - started >= PROGRESS_AFTER_S:
+                shown = True
+                print(f"\raklab.history: {len(found):,} records read...", end="", file=sys.stderr, flush=True)
+    if shown:
+        took = time.monotonic() - started
+        print(f"\raklab.history: {len(found):,} records read in {took:.1f} s", file=sys.stderr, flush=True)
+    found.sort(key=lambda f: f[0])
+    return [row for _, usage, row in found if usage], [row for _, usage, row in found if not usage]
 
 
 def _fields(payload: dict[str, Any], name: str) -> dict[str, Any]:

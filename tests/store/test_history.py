@@ -173,3 +173,34 @@ def test_aklab_history_reads_without_checking_the_whole_file_and_still_names_the
             f.write(b"\xff" * page)
     with pytest.raises(StoreCorruptError, match=r"damaged .*SqliteStore\.recover"):
         aklab.history(damaged)
+
+
+def test_history_reads_a_page_at_a_time_and_says_how_far_it_has_got(
+    two_sessions: tuple[Path, list[tuple[str, pd.DataFrame, list[str]]]],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A large store is read in pages (never held whole as records), with the same frames as
+    one read, and a long read says on stderr how many records it has read."""
+    import aklab.store._history as reading
+
+    path, sessions = two_sessions
+    with SqliteStore(path) as store:
+        whole = history(store)
+        assert capsys.readouterr().err == ""  # a short read says nothing
+        monkeypatch.setattr(reading, "PAGE", 3)
+        monkeypatch.setattr(reading, "PROGRESS_AFTER_S", 0.0)
+        paged = history(store)
+        filtered = history(store, team=sessions[0][0], agent="Developer")
+    for name in ("asks", "runs", "usage", "messages"):
+        pd.testing.assert_frame_equal(getattr(paged, name), getattr(whole, name))
+    records = len(whole.usage) + len(whole.messages)
+    assert records > 3 * 2  # several pages
+    err = capsys.readouterr().err
+    assert f"aklab.history: {records:,} records read in " in err
+    assert err.count("records read...") >= records // 3 - 1  # one line per page read
+    with SqliteStore(path) as store:
+        monkeypatch.setattr(reading, "PAGE", 20_000)
+        expected = history(store, team=sessions[0][0], agent="Developer")
+    for name in ("asks", "runs", "usage", "messages"):
+        pd.testing.assert_frame_equal(getattr(filtered, name), getattr(expected, name))
