@@ -58,7 +58,7 @@ PROBE_RETRIES = 100
 #: Who holds a team's claim: the application name of the session holding its lock.
 _TEAM_HOLDER = f"""
 SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND l.mode = 'ExclusiveLock'
   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
   AND ((l.classid::bigint << 32) | l.objid::bigint) = {_TEAM_KEY}
 LIMIT 1
