@@ -35,7 +35,7 @@ try:
 except ImportError:  # Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["TeamLocks", "in_use_error", "this_process"]
+__all__ = ["TeamLocks", "in_use_error", "still_probed_error", "this_process"]
 
 log = logging.getLogger("aklab.store")
 
@@ -102,10 +102,7 @@ class TeamLocks:
                 raise in_use_error(team_id, holder, self.location) from None
             except _StillShared:
                 os.close(fd)
-                raise TeamInUseError(
-                    f"team {team_id[:8]} could not be claimed: other processes kept checking whether it runs "
-                    f"({path} stayed locked for reading); try again"
-                ) from None
+                raise still_probed_error(team_id) from None
             except OSError:
                 os.close(fd)
                 raise
@@ -195,6 +192,11 @@ def _holder(fd: int) -> dict[str, Any]:
 def this_process() -> dict[str, Any]:
     """This process as a claim's holder: its pid and host."""
     return {"pid": os.getpid(), "host": socket.gethostname()}
+
+
+def still_probed_error(team_id: str) -> TeamInUseError:
+    """The refusal of a claim that met only ``in_use`` probes through every try (no lab holds the team)."""
+    return TeamInUseError(f"team {team_id[:8]} could not be claimed: others kept checking whether it runs; try again")
 
 
 def in_use_error(team_id: str, holder: dict[str, Any], location: str) -> TeamInUseError:

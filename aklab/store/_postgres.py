@@ -30,11 +30,10 @@ from aklab.store._base import (
     StoredRecord,
     StoreError,
     TeamInfo,
-    TeamInUseError,
     check_kinds,
     check_team_id,
 )
-from aklab.store._claims import in_use_error, this_process
+from aklab.store._claims import in_use_error, still_probed_error, this_process
 from aklab.store._codec import Row, scrub
 from aklab.store._queue import QueuedWrites
 from aklab.store._sqlite import _order, _record, _where
@@ -334,10 +333,7 @@ class PostgresStore(QueuedWrites, EventStore):
                     conn.execute(_TEAM_PROBE_END, (team_id,))  # only probes: another try
                     _between_tries()
                 else:
-                    raise TeamInUseError(
-                        f"team {team_id[:8]} could not be claimed: other sessions kept checking whether it "
-                        "runs; try again"
-                    )
+                    raise still_probed_error(team_id)
             except psycopg.Error as exc:
                 raise self._wrap(exc, "claim the team") from exc
             self._claims.add(team_id)

@@ -129,7 +129,7 @@ def test_a_claim_made_while_another_process_probes_the_team_goes_through(
         fcntl.flock(probe, fcntl.LOCK_SH | fcntl.LOCK_NB)
         monkeypatch.setattr(claims.os, "sched_yield", lambda: None)
         with SqliteStore(tmp_path / "events.sqlite3") as store:
-            with pytest.raises(TeamInUseError, match=r"could not be claimed: other processes kept checking.*try again"):
+            with pytest.raises(TeamInUseError, match=r"could not be claimed: others kept checking.*try again"):
                 store.claim(team)
     finally:
         os.close(probe)
@@ -165,7 +165,7 @@ def test_a_postgres_claim_made_while_another_session_probes_the_team_goes_throug
         store.release(team)
         probe()  # a probe that never lets go
         monkeypatch.setattr(pg, "_between_tries", lambda: None)
-        with pytest.raises(TeamInUseError, match=r"could not be claimed: other sessions kept checking.*try again"):
+        with pytest.raises(TeamInUseError, match=r"could not be claimed: others kept checking.*try again"):
             store.claim(team)
         probe_ends()
         store.claim(team)  # and once it does, the claim goes through
