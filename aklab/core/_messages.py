@@ -91,6 +91,9 @@ class SentMessage(OrchestratorMessage):
     """``sender`` sent ``message`` to ``recipient``."""
 
     message: SerializeAsAny[Message]
+    during: str | None = None
+    """Sent while its sender handled the message with this id, in a team that records the
+    ends of handlings (an event store): then delivered only once that end was recorded."""
 
 
 class EventMessage(OrchestratorMessage):

@@ -15,7 +15,10 @@
   ``DispatchedMessage(done=True)``, and not consumed unread: ``HandledMessage``): queued
   when the kernel died, or being handled. The resumed team gets them again, in their
   original order, with their ids and ask ids, so each message is handled to the end
-  exactly once;
+  exactly once. A message sent by a handling that never finished (``SentMessage.during``)
+  was never delivered (a member holds what it sends until its handling's end is
+  recorded): it is left out, as a reply to the human is, since doing that handling
+  again sends afresh;
 - **asks**: for every ask a pending message belongs to, what the team guard had counted
   (model turns = its messages to agents handled to the end; tokens and cost = its usage
   events; the messages members exchanged), so its limits hold across the restart: an
@@ -90,6 +93,7 @@ class StoredTeam:
     planning: list[PlanningTask] = field(default_factory=list)
     dropped: int = 0  # unfinished messages of stopped asks, left alone
     usage: list[LlmUsageEvent] = field(default_factory=list)  # every request of the team, in order
+    unsent: int = 0  # held by a handling that never finished: never delivered, sent afresh when redone
 
     @property
     def team_id(self) -> str:
@@ -104,6 +108,8 @@ class StoredTeam:
             more += f", {len(self.planning)} planning task(s)"
         if self.dropped:
             more += f", {self.dropped} message(s) of stopped asks left undone"
+        if self.unsent:
+            more += f", {self.unsent} message(s) an unfinished handling never sent (it runs again)"
         return (
             f"resumed team {self.info.name!r} ({self.team_id[:8]}): {len(agents)} agents ({', '.join(agents)}), "
             f"{len(self.pending)} message(s) re-delivered, {len(self.replies)} earlier repl(ies) to @Human{more}, "
@@ -215,6 +221,7 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
     # ask was stopped) or read by the run in progress of its recipient: then it is done
     # when that run is.
     handling: dict[str, str] = {}  # agent id -> id of the message it is handling
+    held: dict[str, str] = {}  # message id -> the message whose handling sent it (delivered at its end)
     consumed: dict[str, str | None] = {}  # message id -> the message whose run read it (None: withdrawn)
     for row in rows:
         kind = row.kind
@@ -236,6 +243,8 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
             message = record.message
             if not isinstance(message, AgentMessage) or record.recipient is None:
                 continue
+            if record.during is not None:
+                held[message.id] = record.during
             if record.recipient.is_user_proxy:
                 replies.append(message)
             else:
@@ -272,13 +281,17 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
     for mid, reader in consumed.items():
         if reader is None or reader in finished:
             finished.add(mid)
+    unsent = {mid for mid, during in held.items() if during not in finished}  # never delivered
+    if unsent:
+        sent = {mid: item for mid, item in sent.items() if mid not in unsent}
+        replies = [m for m in replies if m.id not in unsent]
     unfinished = [(to, m) for mid, (to, m) in sent.items() if mid not in finished and to in live_ids]
     pending = [(to, m) for to, m in unfinished if m.ask_id not in cancelled]
     handled = finished - consumed.keys()  # handled to the end by their own turn
-    asks = _open_asks(rows, {m.ask_id for _, m in pending if m.ask_id is not None}, handled)
+    asks = _open_asks(rows, {m.ask_id for _, m in pending if m.ask_id is not None}, handled, unsent)
     planning = sorted(tasks.values(), key=lambda t: int(t.id[1:]) if t.id[1:].isdigit() else 0)
     dropped = len(unfinished) - len(pending)
-    return StoredTeam(info, live, replies, pending, len(rows), asks, planning, dropped, usage)
+    return StoredTeam(info, live, replies, pending, len(rows), asks, planning, dropped, usage, len(unsent))
 
 
 def _take_snapshot(members: dict[str, StoredMember], snapshot: Any) -> None:
@@ -301,9 +314,12 @@ def _take_snapshot(members: dict[str, StoredMember], snapshot: Any) -> None:
         member.state = snapshot.state
 
 
-def _open_asks(rows: list[StoredRecord], open_ids: set[str], finished: set[str]) -> dict[str, StoredAsk]:
+def _open_asks(
+    rows: list[StoredRecord], open_ids: set[str], finished: set[str], unsent: set[str]
+) -> dict[str, StoredAsk]:
     """The guard's counters of the asks in ``open_ids``, from their records (one more pass);
-    ``finished``: the messages handled to the end (each was one model turn)."""
+    ``finished``: the messages handled to the end (each was one model turn); ``unsent``:
+    messages of handlings that never finished (not exchanged: sent again when redone)."""
     import math
 
     from aklab.agent import AgentMessage
@@ -324,7 +340,7 @@ def _open_asks(rows: list[StoredRecord], open_ids: set[str], finished: set[str])
             sender, recipient = record.sender, record.recipient
             if not isinstance(message, AgentMessage) or sender is None or recipient is None:
                 continue
-            if recipient.is_user_proxy:
+            if recipient.is_user_proxy or message.id in unsent:
                 continue
             if sender.is_user_proxy:
                 # a person's message is a turn of its recipient (a /command is not)

@@ -315,3 +315,41 @@ def test_a_member_that_stopped_is_reported_not_a_crash(system: ActorSystem) -> N
     assert skipped.reason == "@Developer stopped before the message was delivered"
     assert [r for r in events.records if isinstance(r, ErrorMessage)] == []
     assert manager.is_alive()
+
+
+def test_in_a_stored_team_a_member_that_stopped_before_delivery_is_reported_to_the_human(
+    system: ActorSystem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stored team's member delivers what it sent when its handling ends: a recipient
+    that stopped in between is reported to the human (the model's turn is over)."""
+    system.persist = True  # what a Lab with an event store sets: handlings record their end, sends wait for it
+    team = make_team(
+        system,
+        [card("Manager", model=scripted_model([_send(("@Developer", "request", "x"))])), card("Developer")],
+    )
+    developer = team.start("Developer")
+    manager = team.start("Manager")
+
+    events = Events()
+    team.orchestrator.subscribe(events)
+    held = []
+
+    def snapshot_then_fire(self: BaseAgent) -> Any:
+        if self.config.name == "@Manager" and not held:
+            held.extend(self._outbox or [])
+            team.orchestrator.stop_member(developer)
+            assert developer.ref.actor_stopped.wait(10)
+        return None
+
+    monkeypatch.setattr(BaseAgent, "_handling_snapshot", snapshot_then_fire)
+    team.say(manager, "go")
+    team.settle()
+    assert [m.content for _, m in held] == ["x"]  # sent, and held until the end
+    [error] = [r for r in events.records if isinstance(r, ErrorMessage)]
+    assert "@Developer stopped before the message was delivered" in error.exception_value
+    told = [m.content for m in team.inbox.messages if "not delivered" in m.content]
+    assert told == [
+        "@Manager's message was not delivered: @Developer stopped before the message was delivered. "
+        "Ask again or check the team."
+    ]
+    assert manager.is_alive()

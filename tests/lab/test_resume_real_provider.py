@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -134,3 +135,83 @@ def test_a_kernel_on_a_real_provider_killed_mid_exchange_resumes_and_finishes_ev
     answers.append(True)
     cfg = ModelConfig(provider="openai-compatible", model="fake", base_url=fake_openai.url)
     resume_and_finish_the_relay_once(path, spec=team_from_dict(RELAY), model=cfg)
+
+
+CHILD_DIES_ENDING = textwrap.dedent(
+    """
+    import os, signal, sys
+    from aklab.agent import BaseAgent
+    from aklab.lab import Lab
+    from aklab.lab.teamfile import team_from_dict
+    from aklab.llm import ModelConfig
+    from tests.lab.test_resume_real_provider import RELAY
+
+    snapshot = BaseAgent._handling_snapshot
+
+    def dying(self):
+        if self.config.name == "@Manager":
+            # what another member's record or a slow model call does: the queue, with the
+            # Manager's request to the Developer, is committed; then the kernel dies
+            lab._store.store.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+        return snapshot(self)
+
+    BaseAgent._handling_snapshot = dying
+    cfg = ModelConfig(provider="openai-compatible", model="fake", base_url=sys.argv[2])
+    lab = Lab(team_from_dict(RELAY), model=cfg, store=sys.argv[1])
+    lab.send("What is the answer?")
+    sys.stdin.read()
+    """
+)
+
+
+def test_a_kernel_killed_as_a_handling_ends_never_delivered_what_it_sent_and_the_resume_sends_it_once(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """A member holds what it sends until its handling's end is stored: a kernel killed in
+    between (its request to the Developer already committed) delivered nothing, and the
+    resume does that handling again, so the Developer is asked once, not twice."""
+    path = tmp_path / "events.sqlite3"
+    fake_openai.default = _relay([True])
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with subprocess.Popen(
+        [sys.executable, "-c", CHILD_DIES_ENDING, str(path), fake_openai.url],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ) as child:
+        try:
+            assert child.wait(60) == -signal.SIGKILL
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait(10)
+    with SqliteStore(path) as store:
+        rows = store.records()
+    [stored] = [r for r in rows if r.kind == "SentMessage" and r.recipient == "@Developer"]
+    assert stored.message().during is not None  # sent while the Manager handled the question
+    assert not [r for r in rows if r.kind == "DispatchedMessage" and r.sender == "@Manager"]  # killed before its end
+
+    def asked_developer() -> int:
+        return sum(
+            str(b["messages"][0].get("content") or "").startswith("You are Developer") for b in fake_openai.bodies
+        )
+
+    assert asked_developer() == 0  # the held request never left the Manager
+    cfg = ModelConfig(provider="openai-compatible", model="fake", base_url=fake_openai.url)
+    with Lab.resume(store=path, spec=team_from_dict(RELAY), model=cfg) as lab:
+        report = lab.resume_report or ""
+        assert "1 message(s) re-delivered" in report  # the question
+        assert "1 message(s) an unfinished handling never sent (it runs again)" in report
+        assert lab.wait(20)
+        assert [m.content for m in lab.replies()] == ["relayed: 42"]
+        team_id = lab.team_id
+    assert asked_developer() == 1
+    with SqliteStore(path) as store:
+        rows = store.records(team_id)
+    # Done again, the Manager's handling hires again (a bare role hires): "@Developer2".
+    requests = [r.message_id for r in rows if r.kind == "SentMessage" and (r.recipient or "").startswith("@Developer")]
+    ends = Counter(r.message_id for r in rows if r.kind in ("DispatchedMessage", "HandledMessage"))
+    assert len(requests) == 2 and ends[requests[0]] == 0 and ends[requests[1]] == 1  # the first was never delivered
