@@ -144,6 +144,10 @@ class StartMessage(OrchestratorMessage):
     """An actor joined the team."""
 
     config: Any = None
+    during: str | None = None
+    """Hired by a member of a team with an event store while it handled the message with
+    this id. A resume leaves it out if that handling never finished and nothing was
+    delivered to it: done again, the handling hires again."""
 
 
 class StopMessage(OrchestratorMessage):

@@ -64,9 +64,15 @@ class Orchestrator(Akgent[BaseConfig, Any]):
 
     # -- members ----------------------------------------------------------------------
     def createActor(
-        self, actor_class: type[Akgent[Any, Any]], config: BaseConfig | None = None, *, agent_id: str | None = None
+        self,
+        actor_class: type[Akgent[Any, Any]],
+        config: BaseConfig | None = None,
+        *,
+        agent_id: str | None = None,
+        during: str | None = None,
     ) -> ActorAddress:
-        """Start a team member; its name is made unique within the team (``agent_id``: on resume)."""
+        """Start a team member; its name is made unique within the team (``agent_id``: on
+        resume; ``during``: the handling that hires it, see ``StartMessage.during``)."""
         assert self._system is not None, "an Orchestrator must be created by an ActorSystem"
         cap = self._system.asks.guard.max_members
         if cap is not None and len(self.team_directory.members()) >= cap:
@@ -85,11 +91,11 @@ class Orchestrator(Akgent[BaseConfig, Any]):
             agent_id=agent_id,
         )
         self.team_directory.add_member(address)
-        self._record(StartMessage(sender=address, config=config))
+        self._record(StartMessage(sender=address, config=config, during=during))
         return address
 
-    def hire(self, role: str, name: str | None = None) -> ActorAddress:
-        """Create a member from the registered card for ``role``."""
+    def hire(self, role: str, name: str | None = None, *, during: str | None = None) -> ActorAddress:
+        """Create a member from the registered card for ``role`` (``during``: see ``createActor``)."""
         card = self.team_directory.card(role)
         if card is None:
             known = ", ".join(sorted(c.role for c in self.team_directory.cards())) or "none registered"
@@ -97,7 +103,7 @@ class Orchestrator(Akgent[BaseConfig, Any]):
         config = card.get_config_copy()
         if name:
             config = config.model_copy(update={"name": name if name.startswith("@") else f"@{name}"})
-        return self.createActor(card.get_agent_class(), config)
+        return self.createActor(card.get_agent_class(), config, during=during)
 
     def set_entry(self, address: ActorAddress) -> None:
         """The member a person talks to: it cannot be fired (``stop_member(force=True)`` can stop it)."""

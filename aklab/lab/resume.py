@@ -94,6 +94,9 @@ class StoredTeam:
     dropped: int = 0  # unfinished messages of stopped asks, left alone
     usage: list[LlmUsageEvent] = field(default_factory=list)  # every request of the team, in order
     unsent: int = 0  # held by a handling that never finished: never delivered, sent afresh when redone
+    unhired: list[StoredMember] = field(default_factory=list)
+    """Hired by a handling that never finished, and never given a message: left out (done again, the
+    handling hires afresh); the resume records them as stopped, so a later resume leaves them out too."""
 
     @property
     def team_id(self) -> str:
@@ -110,6 +113,8 @@ class StoredTeam:
             more += f", {self.dropped} message(s) of stopped asks left undone"
         if self.unsent:
             more += f", {self.unsent} message(s) an unfinished handling never sent (it runs again)"
+        if self.unhired:
+            more += f", {len(self.unhired)} member(s) it hired left out (hired again if it does)"
         return (
             f"resumed team {self.info.name!r} ({self.team_id[:8]}): {len(agents)} agents ({', '.join(agents)}), "
             f"{len(self.pending)} message(s) re-delivered, {len(self.replies)} earlier repl(ies) to @Human{more}, "
@@ -222,6 +227,7 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
     # when that run is.
     handling: dict[str, str] = {}  # agent id -> id of the message it is handling
     held: dict[str, str] = {}  # message id -> the message whose handling sent it (delivered at its end)
+    hired_during: dict[str, str] = {}  # agent id -> the message whose handling hired it
     consumed: dict[str, str | None] = {}  # message id -> the message whose run read it (None: withdrawn)
     for row in rows:
         kind = row.kind
@@ -235,6 +241,8 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
                 row.sender_id, record.sender.name, record.sender.role, is_user_proxy=record.sender.is_user_proxy
             )
             members[row.sender_id] = by_name[member.name] = member
+            if record.during is not None:
+                hired_during[row.sender_id] = record.during
         elif kind == "StopMessage" and row.sender_id:
             stopped.add(row.sender_id)
         elif kind == "SentMessage":
@@ -276,8 +284,6 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
                     by_name[event.agent].usage.append(event)
             elif isinstance(event, PlanningTaskEvent):
                 tasks[event.task.id] = event.task
-    live = [m for agent_id, m in members.items() if agent_id not in stopped]
-    live_ids = {m.agent_id for m in live}
     for mid, reader in consumed.items():
         if reader is None or reader in finished:
             finished.add(mid)
@@ -285,13 +291,30 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
     if unsent:
         sent = {mid: item for mid, item in sent.items() if mid not in unsent}
         replies = [m for m in replies if m.id not in unsent]
+    # hired by a handling that never finished, and never given anything: done again, it hires again
+    reached = {to for to, _ in sent.values()}
+    unhired = {a for a, during in hired_during.items() if during not in finished and a not in reached}
+    live = [m for agent_id, m in members.items() if agent_id not in stopped and agent_id not in unhired]
+    live_ids = {m.agent_id for m in live}
     unfinished = [(to, m) for mid, (to, m) in sent.items() if mid not in finished and to in live_ids]
     pending = [(to, m) for to, m in unfinished if m.ask_id not in cancelled]
     handled = finished - consumed.keys()  # handled to the end by their own turn
     asks = _open_asks(rows, {m.ask_id for _, m in pending if m.ask_id is not None}, handled, unsent)
     planning = sorted(tasks.values(), key=lambda t: int(t.id[1:]) if t.id[1:].isdigit() else 0)
     dropped = len(unfinished) - len(pending)
-    return StoredTeam(info, live, replies, pending, len(rows), asks, planning, dropped, usage, len(unsent))
+    return StoredTeam(
+        info,
+        live,
+        replies,
+        pending,
+        len(rows),
+        asks,
+        planning,
+        dropped,
+        usage,
+        len(unsent),
+        [members[a] for a in unhired],
+    )
 
 
 def _take_snapshot(members: dict[str, StoredMember], snapshot: Any) -> None:
@@ -366,7 +389,7 @@ def restore_team(lab: Lab, stored: StoredTeam) -> None:
     history, state and budget back, the team its planning board and its open asks their
     guard counters, then re-deliver what was never finished (``Lab.resume``)."""
     from aklab.agent import BaseAgent, HumanProxy
-    from aklab.core import ActorAddress, BaseConfig
+    from aklab.core import ActorAddress, BaseConfig, StopMessage
 
     human = next((m for m in stored.members if m.is_user_proxy), None)
     lab.human = lab.orchestrator.createActor(
@@ -392,6 +415,10 @@ def restore_team(lab: Lab, stored: StoredTeam) -> None:
         live[member.agent_id] = address
         started.append(address)
     lab.system.wait_started(*started)
+    team_id = lab.human.team_id
+    for ghost in stored.unhired:
+        address = ActorAddress(ghost.agent_id, ghost.name, ghost.role, team_id=team_id)
+        lab.orchestrator.team_log.record(StopMessage(sender=address))
     for member in agents:
         agent = lab.system.proxy_ask(live[member.agent_id], BaseAgent)
         agent.restore(member.messages, member.state, member.usage)

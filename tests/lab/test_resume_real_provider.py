@@ -193,6 +193,8 @@ def test_a_kernel_killed_as_a_handling_ends_never_delivered_what_it_sent_and_the
     [stored] = [r for r in rows if r.kind == "SentMessage" and r.recipient == "@Developer"]
     assert stored.message().during is not None  # sent while the Manager handled the question
     assert not [r for r in rows if r.kind == "DispatchedMessage" and r.sender == "@Manager"]  # killed before its end
+    [hired] = [r for r in rows if r.kind == "StartMessage" and r.sender == "@Developer"]
+    assert hired.message().during == stored.message().during  # hired by that same handling
 
     def asked_developer() -> int:
         return sum(
@@ -205,13 +207,18 @@ def test_a_kernel_killed_as_a_handling_ends_never_delivered_what_it_sent_and_the
         report = lab.resume_report or ""
         assert "1 message(s) re-delivered" in report  # the question
         assert "1 message(s) an unfinished handling never sent (it runs again)" in report
+        assert "1 member(s) it hired left out (hired again if it does)" in report
         assert lab.wait(20)
         assert [m.content for m in lab.replies()] == ["relayed: 42"]
+        names = sorted(m.name for m in lab.team())
         team_id = lab.team_id
+    assert names == ["@Developer", "@Human", "@Manager"]  # hired again, under the same name: as if never killed
     assert asked_developer() == 1
     with SqliteStore(path) as store:
         rows = store.records(team_id)
-    # Done again, the Manager's handling hires again (a bare role hires): "@Developer2".
-    requests = [r.message_id for r in rows if r.kind == "SentMessage" and (r.recipient or "").startswith("@Developer")]
+    requests = [r.message_id for r in rows if r.kind == "SentMessage" and r.recipient == "@Developer"]
     ends = Counter(r.message_id for r in rows if r.kind in ("DispatchedMessage", "HandledMessage"))
     assert len(requests) == 2 and ends[requests[0]] == 0 and ends[requests[1]] == 1  # the first was never delivered
+    with Lab.resume(store=path, spec=team_from_dict(RELAY), model=cfg) as again:  # the left-out member stays out
+        assert sorted(m.name for m in again.team()) == names
+        assert "left out" not in (again.resume_report or "")
