@@ -8,7 +8,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Syst
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from aklab.agent import AgentMessage, BaseAgent, RoutingSkippedEvent
-from aklab.core import ActorSystem, ErrorMessage, EventSubscriber, Message
+from aklab.core import ActorSystem, DispatchedMessage, ErrorMessage, EventSubscriber, Message, SentMessage
 from aklab.llm import RuntimeConfig
 from aklab.llm.scripted import scripted_model
 from tests.helpers import card, make_team
@@ -353,3 +353,35 @@ def test_in_a_stored_team_a_member_that_stopped_before_delivery_is_reported_to_t
         "Ask again or check the team."
     ]
     assert manager.is_alive()
+
+
+def test_in_a_stored_team_what_a_failing_handling_sent_is_still_delivered(
+    system: ActorSystem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A handling that raises after sending ends all the same: its end is recorded, then
+    what it sent is delivered, as it would have been without a store."""
+    system.persist = True
+    team = make_team(
+        system,
+        [card("Manager", model=scripted_model([_send(("@Developer", "request", "x"))])), card("Developer")],
+    )
+    developer = team.start("Developer")
+    manager = team.start("Manager")
+    route = BaseAgent._route_output
+
+    def route_then_fail(self: BaseAgent, output: Any) -> bool:
+        delivered = route(self, output)
+        if self.config.name == "@Manager":
+            raise RuntimeError("after sending")
+        return delivered
+
+    monkeypatch.setattr(BaseAgent, "_route_output", route_then_fail)
+    events = Events()
+    team.orchestrator.subscribe(events)
+    team.say(manager, "go")
+    team.settle()
+    [request] = [r.message for r in events.records if isinstance(r, SentMessage) and r.recipient == developer]
+    ends = [r for r in events.records if isinstance(r, DispatchedMessage) and r.sender == developer]
+    assert request.id in [r.message_id for r in ends]  # delivered, and handled by the Developer
+    errors = [r.exception_value for r in events.records if isinstance(r, ErrorMessage) and r.sender == manager]
+    assert errors[0] == "after sending" and manager.is_alive()
