@@ -266,7 +266,12 @@ class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
             try:
                 self._tell(recipient, message)
             except ActorGoneError:  # fired or failed since it was sent
-                self.on_undelivered(message, f"{recipient.name} stopped before the message was delivered")
+                try:
+                    self.on_undelivered(message, f"{recipient.name} stopped before the message was delivered")
+                except Exception:  # no one left to tell (a team closing): the rest are still delivered
+                    log.warning(
+                        "%s: %s to %s was not delivered", self.config.name, type(message).__name__, recipient.name
+                    )
 
     def _handling_snapshot(self) -> Any:
         """What a resume needs of this member after the handling that just ended, recorded

@@ -9,6 +9,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from aklab.agent import AgentMessage, BaseAgent, RoutingSkippedEvent
 from aklab.core import ActorSystem, DispatchedMessage, ErrorMessage, EventSubscriber, Message, SentMessage
+from aklab.errors import ActorGoneError
 from aklab.llm import RuntimeConfig
 from aklab.llm.scripted import scripted_model
 from tests.helpers import card, make_team
@@ -385,3 +386,29 @@ def test_in_a_stored_team_what_a_failing_handling_sent_is_still_delivered(
     assert request.id in [r.message_id for r in ends]  # delivered, and handled by the Developer
     errors = [r.exception_value for r in events.records if isinstance(r, ErrorMessage) and r.sender == manager]
     assert errors[0] == "after sending" and manager.is_alive()
+
+
+def test_in_a_stored_team_a_held_message_that_cannot_be_reported_does_not_hold_back_the_rest(
+    system: ActorSystem, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    system.persist = True
+    sends = _send(("@Developer", "request", "x"), ("@Human", "response", "still here"))
+    team = make_team(system, [card("Manager", model=scripted_model([sends])), card("Developer")])
+    developer = team.start("Developer")
+    manager = team.start("Manager")
+
+    def snapshot_then_fire(self: BaseAgent) -> Any:
+        if self.config.name == "@Manager" and developer.is_alive():
+            team.orchestrator.stop_member(developer)
+            assert developer.ref.actor_stopped.wait(10)
+        return None
+
+    def cannot_tell(self: BaseAgent, message: Message, reason: str) -> None:
+        raise ActorGoneError("no one to tell")
+
+    monkeypatch.setattr(BaseAgent, "_handling_snapshot", snapshot_then_fire)
+    monkeypatch.setattr(BaseAgent, "on_undelivered", cannot_tell)
+    team.say(manager, "go")
+    team.settle()
+    assert [m.content for m in team.inbox.messages] == ["still here"]  # the next held message went out
+    assert "@Manager: AgentMessage to @Developer was not delivered" in caplog.text
