@@ -32,7 +32,9 @@ class StoreSubscriber(EventSubscriber):
     call in between, a slow tool) commits the queue at once too: on a real model each
     call's usage is stored as it comes. A crash loses at most the records of turns in
     progress, whose messages a resume delivers again (their handling never finished), and
-    the store always holds a prefix of the team's records. Transient events (streamed
+    the store always holds a prefix of the team's records. What such a turn sent was held
+    by its member, never delivered (``SentMessage.during``): a resume does not deliver it
+    either, since the turn, done again, sends afresh. Transient events (streamed
     partial text: the full text arrives in the ``SentMessage``) are not stored.
 
     A store failure (read-only or full disk, a lock held too long, a lost connection)
