@@ -293,7 +293,7 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
         replies = [m for m in replies if m.id not in unsent]
     # hired by a handling that never finished, and never given anything: done again, it hires again
     reached = {to for to, _ in sent.values()}
-    unhired = {a for a, during in hired_during.items() if during not in finished and a not in reached}
+    unhired = {a for a, d in hired_during.items() if d not in finished and a not in reached and a not in stopped}
     live = [m for agent_id, m in members.items() if agent_id not in stopped and agent_id not in unhired]
     live_ids = {m.agent_id for m in live}
     unfinished = [(to, m) for mid, (to, m) in sent.items() if mid not in finished and to in live_ids]
