@@ -194,9 +194,7 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
                 f"{self.config.name} may hire at most {cap} members per turn (TeamGuard.max_hires_per_turn); "
                 "address the members you have as @Name"
             )
-        current = self.current_message
-        during = current.id if self._outbox is not None and current is not None else None  # a stored handling
-        address: ActorAddress = self._orchestrator_proxy().hire(role, name, during=during)
+        address: ActorAddress = self._orchestrator_proxy().hire(role, name, during=self._holding())
         self._hired_this_turn += 1
         return address
 

@@ -260,6 +260,12 @@ class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
             finally:
                 self._deliver_held()
 
+    def _holding(self) -> str | None:
+        """The id of the message whose handling holds what this member sends now (a team with
+        an event store, inside ``_dispatch_recorded``), else None."""
+        current = self.current_message
+        return current.id if self._outbox is not None and current is not None else None
+
     def _deliver_held(self) -> None:
         held, self._outbox = self._outbox, None
         for recipient, message in held or ():
@@ -371,8 +377,7 @@ class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
             log.debug("%s: not sent, its ask is over: %s", self.config.name, type(message).__name__)
             return
         held = self._outbox
-        during = self.current_message.id if held is not None and self.current_message is not None else None
-        self._notify(SentMessage(message=message, recipient=recipient, ask_id=message.ask_id, during=during))
+        self._notify(SentMessage(message=message, recipient=recipient, ask_id=message.ask_id, during=self._holding()))
         if held is not None:  # delivered when the handling's end is recorded (_dispatch_recorded)
             held.append((recipient, message))
             return

@@ -11,6 +11,8 @@ import subprocess
 import sys
 import textwrap
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +91,27 @@ CHILD = textwrap.dedent(
 )
 
 
+@contextmanager
+def _kernel(script: str, path: Path, url: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A child Python running ``script`` with the store ``path`` and the server ``url`` as
+    arguments; killed at the end if it is still alive."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with subprocess.Popen(
+        [sys.executable, "-c", script, str(path), url],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ) as child:
+        try:
+            yield child
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait(10)
+
+
 def _relay(developer_answers: list[bool]) -> Any:
     """The server's side of the relay; the Developer's request hangs while ``developer_answers`` is empty."""
 
@@ -115,23 +138,10 @@ def test_a_kernel_on_a_real_provider_killed_mid_exchange_resumes_and_finishes_ev
     path = tmp_path / "events.sqlite3"
     answers: list[bool] = []
     fake_openai.default = _relay(answers)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    with subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(path), fake_openai.url],
-        cwd=ROOT,
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    ) as child:
-        try:
-            assert fake_openai.wait_hanging(60), "the child's Developer never reached the server"
-            os.kill(child.pid, signal.SIGKILL)  # the kernel dies while the Developer waits on the server
-            assert child.wait(10) == -signal.SIGKILL
-        finally:
-            if child.poll() is None:
-                child.kill()
-                child.wait(10)
+    with _kernel(CHILD, path, fake_openai.url) as child:
+        assert fake_openai.wait_hanging(60), "the child's Developer never reached the server"
+        os.kill(child.pid, signal.SIGKILL)  # the kernel dies while the Developer waits on the server
+        assert child.wait(10) == -signal.SIGKILL
     answers.append(True)
     cfg = ModelConfig(provider="openai-compatible", model="fake", base_url=fake_openai.url)
     resume_and_finish_the_relay_once(path, spec=team_from_dict(RELAY), model=cfg)
@@ -173,21 +183,8 @@ def test_a_kernel_killed_as_a_handling_ends_never_delivered_what_it_sent_and_the
     resume does that handling again, so the Developer is asked once, not twice."""
     path = tmp_path / "events.sqlite3"
     fake_openai.default = _relay([True])
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    with subprocess.Popen(
-        [sys.executable, "-c", CHILD_DIES_ENDING, str(path), fake_openai.url],
-        cwd=ROOT,
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    ) as child:
-        try:
-            assert child.wait(60) == -signal.SIGKILL
-        finally:
-            if child.poll() is None:
-                child.kill()
-                child.wait(10)
+    with _kernel(CHILD_DIES_ENDING, path, fake_openai.url) as child:
+        assert child.wait(60) == -signal.SIGKILL
     with SqliteStore(path) as store:
         rows = store.records()
     [stored] = [r for r in rows if r.kind == "SentMessage" and r.recipient == "@Developer"]
