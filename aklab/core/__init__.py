@@ -20,6 +20,7 @@ from aklab.core._messages import (
     StartMessage,
     StateChangedMessage,
     StopMessage,
+    UnsentMessagesEvent,
     class_flag,
 )
 from aklab.core._orchestrator import Orchestrator
@@ -53,6 +54,7 @@ __all__ = [
     "TeamDirectory",
     "TeamGuard",
     "TeamLog",
+    "UnsentMessagesEvent",
     "UserProxy",
     "class_flag",
     "shutdown_all",

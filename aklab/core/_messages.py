@@ -27,6 +27,7 @@ __all__ = [
     "StartMessage",
     "StateChangedMessage",
     "StopMessage",
+    "UnsentMessagesEvent",
     "class_flag",
 ]
 
@@ -94,6 +95,14 @@ class SentMessage(OrchestratorMessage):
     during: str | None = None
     """Sent while its sender handled the message with this id, in a team that records the
     ends of handlings (an event store): then delivered only once that end was recorded."""
+
+
+class UnsentMessagesEvent(BaseModel):
+    """Messages stored as sent (``SentMessage.during``) by a handling that never finished:
+    never delivered. A resume records their ids once, as it does that handling again (which
+    sends afresh), so that later resumes and ``aklab.history()`` leave them out."""
+
+    message_ids: list[str]
 
 
 class EventMessage(OrchestratorMessage):

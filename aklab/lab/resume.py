@@ -93,7 +93,10 @@ class StoredTeam:
     planning: list[PlanningTask] = field(default_factory=list)
     dropped: int = 0  # unfinished messages of stopped asks, left alone
     usage: list[LlmUsageEvent] = field(default_factory=list)  # every request of the team, in order
-    unsent: int = 0  # held by a handling that never finished: never delivered, sent afresh when redone
+    unsent: list[str] = field(default_factory=list)
+    """Ids of messages held by a handling that never finished: never delivered, sent afresh when it
+    is done again. The resume records them (``UnsentMessagesEvent``); a later resume leaves them out
+    without counting them again."""
     unhired: list[StoredMember] = field(default_factory=list)
     """Hired by a handling that never finished, and never given a message: left out (done again, the
     handling hires afresh); the resume records them as stopped, so a later resume leaves them out too."""
@@ -112,7 +115,7 @@ class StoredTeam:
         if self.dropped:
             more += f", {self.dropped} message(s) of stopped asks left undone"
         if self.unsent:
-            more += f", {self.unsent} message(s) an unfinished handling never sent (it runs again)"
+            more += f", {len(self.unsent)} message(s) an unfinished handling never sent (it runs again)"
         if self.unhired:
             more += f", {len(self.unhired)} member(s) it hired left out (hired again if it does)"
         return (
@@ -198,7 +201,14 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
     chosen as :func:`pick_team` says with ``skip_running``). Raises ``TeamInUseError`` for a
     team a lab runs now (before reading it)."""
     from aklab.agent import AgentMessage
-    from aklab.core import DispatchedMessage, EventMessage, HandledMessage, SentMessage, StartMessage
+    from aklab.core import (
+        DispatchedMessage,
+        EventMessage,
+        HandledMessage,
+        SentMessage,
+        StartMessage,
+        UnsentMessagesEvent,
+    )
     from aklab.llm import LlmUsageEvent
     from aklab.store import StoreError, TeamInUseError
     from aklab.tools.planning import PlanningTaskEvent
@@ -229,6 +239,7 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
     held: dict[str, str] = {}  # message id -> the message whose handling sent it (delivered at its end)
     hired_during: dict[str, str] = {}  # agent id -> the message whose handling hired it
     consumed: dict[str, str | None] = {}  # message id -> the message whose run read it (None: withdrawn)
+    known_unsent: set[str] = set()  # found by an earlier resume (UnsentMessagesEvent)
     for row in rows:
         kind = row.kind
         if kind == "StartMessage" and row.sender_id:
@@ -272,6 +283,10 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
             consumed[row.message_id] = during or handling.get(row.sender_id or "")
         elif kind == "EventMessage" and row.event_type == "AskCancelledEvent" and row.ask_id:
             cancelled.add(row.ask_id)
+        elif kind == "EventMessage" and row.event_type == "UnsentMessagesEvent":
+            record = row.message()
+            if isinstance(record, EventMessage) and isinstance(record.event, UnsentMessagesEvent):
+                known_unsent.update(record.event.message_ids)
         elif kind == "EventMessage" and row.event_type in ("AgentSnapshotEvent", "LlmUsageEvent", "PlanningTaskEvent"):
             record = row.message()
             assert isinstance(record, EventMessage)
@@ -287,7 +302,9 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
     for mid, reader in consumed.items():
         if reader is None or reader in finished:
             finished.add(mid)
-    unsent = {mid for mid, during in held.items() if during not in finished}  # never delivered
+    # never delivered: held by a handling that never finished, or by one an earlier resume found
+    # unfinished (done again since, it sent afresh: what it held the first time stays unsent)
+    unsent = {mid for mid, during in held.items() if during not in finished} | (known_unsent & held.keys())
     if unsent:
         sent = {mid: item for mid, item in sent.items() if mid not in unsent}
         replies = [m for m in replies if m.id not in unsent]
@@ -312,7 +329,7 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
         planning,
         dropped,
         usage,
-        len(unsent),
+        [mid for mid in held if mid in unsent and mid not in known_unsent],  # found now, in send order
         [members[a] for a in unhired],
     )
 
@@ -389,7 +406,7 @@ def restore_team(lab: Lab, stored: StoredTeam) -> None:
     history, state and budget back, the team its planning board and its open asks their
     guard counters, then re-deliver what was never finished (``Lab.resume``)."""
     from aklab.agent import BaseAgent, HumanProxy
-    from aklab.core import ActorAddress, BaseConfig, StopMessage
+    from aklab.core import ActorAddress, BaseConfig, EventMessage, StopMessage, UnsentMessagesEvent
 
     human = next((m for m in stored.members if m.is_user_proxy), None)
     lab.human = lab.orchestrator.createActor(
@@ -419,6 +436,8 @@ def restore_team(lab: Lab, stored: StoredTeam) -> None:
     for ghost in stored.unhired:
         address = ActorAddress(ghost.agent_id, ghost.name, ghost.role, team_id=team_id)
         lab.orchestrator.team_log.record(StopMessage(sender=address))
+    if stored.unsent:  # before the handling that held them is done again
+        lab.orchestrator.team_log.record(EventMessage(event=UnsentMessagesEvent(message_ids=stored.unsent)))
     for member in agents:
         agent = lab.system.proxy_ask(live[member.agent_id], BaseAgent)
         agent.restore(member.messages, member.state, member.usage)

@@ -2,7 +2,7 @@
 
 ``usage`` has the columns of ``lab.usage(by="request")`` (``aklab.lab.frames.REQUEST_COLUMNS``)
 after ``team_id`` and ``ask_id``; ``runs`` sums it per run; ``asks`` per ask, with the
-question that started it; ``messages`` has one row per message sent. With ``agent`` or
+question that started it; ``messages`` has one row per message sent (and delivered, or still to be). With ``agent`` or
 ``model`` filters, figures count only the matching requests (an ask's row then says what
 that agent or model cost within it). Times are UTC; ``since``/``until`` select records made
 in ``[since, until)``.
@@ -156,21 +156,29 @@ def _read(
     store: EventStore, team_ids: list[str | None], since: datetime | None, until: datetime | None
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The usage rows and the message rows of ``team_ids``' records in ``[since, until)``, in
-    the order they were stored. Read newest first, a page at a time."""
+    the order they were stored, without the messages a crashed handling never delivered
+    (``UnsentMessagesEvent``, recorded by a resume). Read newest first, a page at a time."""
     found: list[tuple[int, bool, dict[str, Any]]] = []
+    unsent: set[str] = set()
+    kinds = [*_KINDS, "UnsentMessagesEvent"]
+    if since is not None or until is not None:  # recorded after the message, maybe outside the times
+        kinds = list(_KINDS)
+        for team_id in team_ids:
+            for r in store.records(team_id, kinds=["UnsentMessagesEvent"]):
+                unsent.update(_fields(r.payload, "event").get("message_ids") or ())
     started = time.monotonic()
     shown = False
     for team_id in team_ids:
         before: int | None = None
         while True:
-            page = store.records(
-                team_id, since=since, until=until, kinds=_KINDS, before=before, limit=PAGE, newest=True
-            )
+            page = store.records(team_id, since=since, until=until, kinds=kinds, before=before, limit=PAGE, newest=True)
             for r in page:
                 if r.event_type == "LlmUsageEvent":
                     found.append((r.seq, True, _usage_row(r)))
                 elif r.kind == "SentMessage":
                     found.append((r.seq, False, _message_row(r)))
+                elif r.event_type == "UnsentMessagesEvent":
+                    unsent.update(_fields(r.payload, "event").get("message_ids") or ())
             if len(page) < PAGE:
                 break
             before = page[0].seq  # the page is oldest first: the next one ends before it
@@ -181,7 +189,8 @@ def _read(
         took = time.monotonic() - started
         print(f"\raklab.history: {len(found):,} records read in {took:.1f} s", file=sys.stderr, flush=True)
     found.sort(key=lambda f: f[0])
-    return [row for _, usage, row in found if usage], [row for _, usage, row in found if not usage]
+    usage_rows = [row for _, usage, row in found if usage]
+    return usage_rows, [row for _, usage, row in found if not usage and row["message_id"] not in unsent]
 
 
 def _fields(payload: dict[str, Any], name: str) -> dict[str, Any]:

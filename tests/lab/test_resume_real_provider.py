@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
+import aklab
 from aklab.agent import BaseAgent
 from aklab.lab import Lab
 from aklab.lab.teamfile import team_from_dict
@@ -219,3 +220,80 @@ def test_a_kernel_killed_as_a_handling_ends_never_delivered_what_it_sent_and_the
     with Lab.resume(store=path, spec=team_from_dict(RELAY), model=cfg) as again:  # the left-out member stays out
         assert sorted(m.name for m in again.team()) == names
         assert "left out" not in (again.resume_report or "")
+
+
+CHILD_DIES_SECOND = textwrap.dedent(
+    """
+    import os, signal, sys
+    from aklab.agent import BaseAgent
+    from aklab.lab import Lab
+    from aklab.lab.teamfile import team_from_dict
+    from aklab.llm import ModelConfig
+    from tests.lab.test_resume_real_provider import RELAY
+
+    snapshot = BaseAgent._handling_snapshot
+    armed = []
+
+    def dying(self):
+        if armed and self.config.name == "@Manager":
+            lab._store.store.flush()  # the Manager's request to the Developer is committed
+            os.kill(os.getpid(), signal.SIGKILL)
+        return snapshot(self)
+
+    BaseAgent._handling_snapshot = dying
+    cfg = ModelConfig(provider="openai-compatible", model="fake", base_url=sys.argv[2])
+    lab = Lab(team_from_dict(RELAY), model=cfg, store=sys.argv[1])
+    assert [m.content for m in lab.ask("What is the answer?", timeout=30)] == ["relayed: 42"]
+    armed.append(True)
+    lab.send("And again?")
+    sys.stdin.read()
+    """
+)
+
+
+def test_a_message_an_unfinished_handling_never_sent_stays_unsent_after_the_handling_is_done_again(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """The Manager is killed as it ends a handling that asked the Developer (already on the
+    team) again: the resume does the handling again and sends a new request. A second resume
+    must not take the first, never-delivered request for one still to deliver, and history()
+    lists only the request that was delivered."""
+    path = tmp_path / "events.sqlite3"
+    relay = _relay([True])
+
+    def respond(body: dict[str, Any]) -> Behaviour:
+        if "And again?" in last_user_text(body):  # the Manager asks the Developer it hired before
+            reply = {"message_type": "request", "recipient": "@Developer", "message": "once more"}
+            return output({"messages": [reply]})(body)
+        return relay(body)
+
+    fake_openai.default = respond
+    with _kernel(CHILD_DIES_SECOND, path, fake_openai.url) as child:
+        assert child.wait(60) == -signal.SIGKILL
+
+    def asked_developer() -> int:
+        return sum(
+            str(b["messages"][0].get("content") or "").startswith("You are Developer") for b in fake_openai.bodies
+        )
+
+    assert asked_developer() == 1  # by the first question only
+    cfg = ModelConfig(provider="openai-compatible", model="fake", base_url=fake_openai.url)
+    with Lab.resume(store=path, spec=team_from_dict(RELAY), model=cfg) as lab:
+        report = lab.resume_report or ""
+        assert "1 message(s) an unfinished handling never sent (it runs again)" in report
+        assert lab.wait(20)
+        assert [m.content for m in lab.replies()] == ["relayed: 42", "relayed: 42"]
+        team_id = lab.team_id
+    assert asked_developer() == 2
+    with Lab.resume(store=path, spec=team_from_dict(RELAY), model=cfg) as again:
+        report = again.resume_report or ""
+        assert "0 message(s) re-delivered" in report and "never sent" not in report, report
+        assert again.wait(20)
+    assert asked_developer() == 2  # the never-delivered request stays undelivered
+    requests = aklab.history(path, team=team_id).messages
+    to_developer = requests[requests["recipient"] == "@Developer"]
+    with SqliteStore(path) as store:
+        delivered = {r.message_id for r in store.records(team_id, kinds=["DispatchedMessage"])}
+    assert len(to_developer) == 2 and set(to_developer["message_id"]) <= delivered
+    dated = aklab.history(path, team=team_id, since="2000-01-01").messages  # read with a time filter too
+    assert list(dated["message_id"]) == list(requests["message_id"])
