@@ -7,6 +7,7 @@ from aklab.agent.events import (
     AgentBusyEvent,
     AgentSnapshotEvent,
     ContextUpdateEvent,
+    ModelResponseEvent,
     OperatorActionEvent,
     RoutingSkippedEvent,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "LlmRenderable",
     "MailboxPreviewable",
     "MailboxRenderError",
+    "ModelResponseEvent",
     "OperatorActionEvent",
     "Request",
     "RoutingSkippedEvent",

@@ -43,6 +43,7 @@ from aklab.agent.events import (
     AgentBusyEvent,
     AgentSnapshotEvent,
     ContextUpdateEvent,
+    ModelResponseEvent,
     OperatorActionEvent,
     RoutingSkippedEvent,
 )
@@ -90,6 +91,7 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         self._cancel_reason: str | None = None
         self._snapshotted: list[Any] = []  # the history messages the last snapshot covered
         self._snapshot_due = False  # a snapshot waits for the end of the handling in progress
+        self._replay: dict[str, list[Any]] = {}  # message id -> stored answers to do its handling again with
 
     # -- assembly -------------------------------------------------------------------
     def on_start(self) -> None:
@@ -130,6 +132,7 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
             on_usage=self._on_usage,
             on_tool_call=self.notify_event,
             on_stream=self.notify_event,
+            on_response=self._on_response,
             run_line=partial(turn_line, width=self.config.compaction_cfg.digest_line_chars),
         )
         self.notify_event(CommandsAnnouncedEvent(agent=self.config.name, commands=self._command_registry.descriptors()))
@@ -325,6 +328,9 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
             rendered = self._command_registry.callable("_expand_media_refs")(rendered)
         prompt.extend(rendered if isinstance(rendered, list) else [rendered])
         sender = getattr(message, "sender", None)
+        current = self.current_message
+        if self._replay and current is not None:
+            self._react_agent.replay = self._replay.pop(current.id, [])
         self.notify_event(AgentBusyEvent(agent=self.config.name, role=self.config.role, busy=True))
         try:
             with self._asks_running():
@@ -390,13 +396,38 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
             state=self.state.model_dump(mode="json"),
         )
 
+    def _on_response(self, response: Any, usage: LlmUsageEvent) -> None:
+        """A model outside this process answered: in a stored team's handling, store the answer
+        at once (a handling done again after a crash gives it again instead of asking twice)."""
+        handling = self._holding()
+        if handling is None or self._system is None or not self._system.persist:
+            return
+        usage.ask_id = self.ask_id
+        self.notify_event(
+            ModelResponseEvent(
+                agent=self.config.name,
+                agent_id=self.myAddress.agent_id,
+                message_id=handling,
+                run_id=usage.run_id,
+                response=response,
+                usage=usage,
+            )
+        )
+
     def history(self) -> list[Any]:
         """A copy of this agent's model history (pydantic-ai messages)."""
         return list(self._react_agent.messages)
 
-    def restore(self, messages: list[Any], state: dict[str, Any], usage: list[LlmUsageEvent]) -> None:
+    def restore(
+        self,
+        messages: list[Any],
+        state: dict[str, Any],
+        usage: list[LlmUsageEvent],
+        replay: dict[str, list[Any]] | None = None,
+    ) -> None:
         """Take back a stored history (pydantic-ai messages, or their JSON dicts), state and lifetime usage
-        (``Lab.resume``), before any mail."""
+        (``Lab.resume``), before any mail; ``replay``: for a message whose handling a crash cut short,
+        the answers its model gave by then (``ModelResponseEvent``), given again when it is handled."""
         from pydantic_ai.messages import ModelMessagesTypeAdapter
 
         self._react_agent.messages = list(ModelMessagesTypeAdapter.validate_python(messages))
@@ -404,6 +435,7 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         if state:
             self.state = type(self.state).model_validate(state)
         self._react_agent.budget.rebuild(usage)
+        self._replay = dict(replay or {})
 
     def _interrupted(self, output_type: type[T]) -> T:
         reason, self._cancel_reason = self._cancel_reason, None

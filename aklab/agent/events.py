@@ -5,9 +5,18 @@ from __future__ import annotations
 from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
-from pydantic_ai.messages import ModelMessage
+from pydantic_ai.messages import ModelMessage, ModelResponse
 
-__all__ = ["AgentBusyEvent", "AgentSnapshotEvent", "ContextUpdateEvent", "OperatorActionEvent", "RoutingSkippedEvent"]
+from aklab.llm import LlmUsageEvent
+
+__all__ = [
+    "AgentBusyEvent",
+    "AgentSnapshotEvent",
+    "ContextUpdateEvent",
+    "ModelResponseEvent",
+    "OperatorActionEvent",
+    "RoutingSkippedEvent",
+]
 
 
 class RoutingSkippedEvent(BaseModel):
@@ -99,3 +108,24 @@ class AgentSnapshotEvent(BaseModel):
                 f"snapshot of {self.agent} refers to messages it does not have "
                 f"({len(self.refs)} refs, {len(self.messages)} messages, {len(previous)} before)"
             ) from None
+
+
+class ModelResponseEvent(BaseModel):
+    """A model's answer to one request, stored the moment it arrives (a team with an event
+    store, a model outside this process): if the kernel dies before the handling that asked
+    ends, the resume does that handling again with these answers instead of asking the model
+    again (it was paid for once), and records ``usage`` if the run never got to.
+
+    ``message_id`` is the handled message, ``run_id`` the run (``LlmUsageEvent.run_id``)."""
+
+    model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
+
+    aklab_log_limit: ClassVar[int] = 1  # the store keeps them all; memory only the last
+    aklab_commit_now: ClassVar[bool] = True  # durable before anything else happens
+
+    agent: str
+    agent_id: str
+    message_id: str
+    run_id: str
+    response: Annotated[ModelResponse, PlainSerializer(_as_is, return_type=Any, when_used="json")]
+    usage: LlmUsageEvent

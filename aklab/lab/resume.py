@@ -69,6 +69,7 @@ class StoredMember:
     messages: list[Any] = field(default_factory=list)  # pydantic-ai messages
     state: dict[str, Any] = field(default_factory=dict)
     usage: list[LlmUsageEvent] = field(default_factory=list)
+    replay: dict[str, list[Any]] = field(default_factory=dict)  # message id -> answers to handle it again with
 
 
 @dataclass
@@ -100,6 +101,14 @@ class StoredTeam:
     unhired: list[StoredMember] = field(default_factory=list)
     """Hired by a handling that never finished, and never given a message: left out (done again, the
     handling hires afresh); the resume records them as stopped, so a later resume leaves them out too."""
+    recovered: list[LlmUsageEvent] = field(default_factory=list)
+    """Usage of requests answered in a handling that never finished, whose run never got to record
+    it (``ModelResponseEvent.usage``): the resume records it, so each paid request counts once."""
+
+    @property
+    def replayed(self) -> int:
+        """Stored answers the handlings done again give instead of asking their model twice."""
+        return sum(len(answers) for m in self.members for answers in m.replay.values())
 
     @property
     def team_id(self) -> str:
@@ -118,6 +127,10 @@ class StoredTeam:
             more += f", {len(self.unsent)} message(s) an unfinished handling never sent (it runs again)"
         if self.unhired:
             more += f", {len(self.unhired)} member(s) it hired left out (hired again if it does)"
+        if self.replayed:
+            more += f", {self.replayed} model answer(s) given again rather than paid twice"
+        if self.recovered:
+            more += f", the usage of {len(self.recovered)} request(s) a crash cut short recorded"
         return (
             f"resumed team {self.info.name!r} ({self.team_id[:8]}): {len(agents)} agents ({', '.join(agents)}), "
             f"{len(self.pending)} message(s) re-delivered, {len(self.replies)} earlier repl(ies) to @Human{more}, "
@@ -201,6 +214,7 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
     chosen as :func:`pick_team` says with ``skip_running``). Raises ``TeamInUseError`` for a
     team a lab runs now (before reading it)."""
     from aklab.agent import AgentMessage
+    from aklab.agent.events import ModelResponseEvent
     from aklab.core import (
         DispatchedMessage,
         EventMessage,
@@ -240,6 +254,8 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
     hired_during: dict[str, str] = {}  # agent id -> the message whose handling hired it
     consumed: dict[str, str | None] = {}  # message id -> the message whose run read it (None: withdrawn)
     known_unsent: set[str] = set()  # found by an earlier resume (UnsentMessagesEvent)
+    answers: dict[tuple[str, str], list[ModelResponseEvent]] = {}  # (agent id, message id) -> in order
+    counted_runs: set[str] = set()  # runs whose usage is stored
     for row in rows:
         kind = row.kind
         if kind == "StartMessage" and row.sender_id:
@@ -283,6 +299,13 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
             consumed[row.message_id] = during or handling.get(row.sender_id or "")
         elif kind == "EventMessage" and row.event_type == "AskCancelledEvent" and row.ask_id:
             cancelled.add(row.ask_id)
+        elif kind == "EventMessage" and row.event_type == "ModelResponseEvent":
+            record = row.message()
+            if isinstance(record, EventMessage) and isinstance(record.event, ModelResponseEvent):
+                answer = record.event
+                answers.setdefault((answer.agent_id, answer.message_id), []).append(answer)
+            else:  # written by another aklab or pydantic-ai version: that request is asked again
+                log.warning("a stored model answer could not be read back and is skipped: %s", str(record)[:200])
         elif kind == "EventMessage" and row.event_type == "UnsentMessagesEvent":
             record = row.message()
             if isinstance(record, EventMessage) and isinstance(record.event, UnsentMessagesEvent):
@@ -294,6 +317,7 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
             if row.event_type == "AgentSnapshotEvent":
                 _take_snapshot(members, event)
             elif isinstance(event, LlmUsageEvent):
+                counted_runs.add(event.run_id)
                 usage.append(event)
                 if event.agent in by_name:
                     by_name[event.agent].usage.append(event)
@@ -317,6 +341,7 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
     pending = [(to, m) for to, m in unfinished if m.ask_id not in cancelled]
     handled = finished - consumed.keys()  # handled to the end by their own turn
     asks = _open_asks(rows, {m.ask_id for _, m in pending if m.ask_id is not None}, handled, unsent)
+    recovered = _replays(answers, finished, counted_runs, members, pending, asks)
     planning = sorted(tasks.values(), key=lambda t: int(t.id[1:]) if t.id[1:].isdigit() else 0)
     dropped = len(unfinished) - len(pending)
     return StoredTeam(
@@ -331,7 +356,44 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
         usage,
         [mid for mid in held if mid in unsent and mid not in known_unsent],  # found now, in send order
         [members[a] for a in unhired],
+        recovered,
     )
+
+
+def _replays(
+    answers: dict[tuple[str, str], list[Any]],
+    finished: set[str],
+    counted_runs: set[str],
+    members: dict[str, StoredMember],
+    pending: list[tuple[str, Any]],
+    asks: dict[str, StoredAsk],
+) -> list[LlmUsageEvent]:
+    """Give each member the answers stored for the handlings it does again (``pending``), and
+    return the usage of answers in unfinished handlings whose run never recorded it (paid,
+    counted nowhere yet: in the members' budgets and the open asks' counters from now on)."""
+    import math
+
+    for to, message in pending:
+        stored = answers.get((to, message.id))
+        if stored and to in members:
+            members[to].replay[message.id] = [a.response for a in stored]
+    recovered = [
+        a.usage
+        for (_, message_id), stored in answers.items()
+        if message_id not in finished
+        for a in stored
+        if a.run_id not in counted_runs
+    ]
+    for event in recovered:
+        member = next((m for m in members.values() if m.name == event.agent), None)
+        if member is not None:
+            member.usage.append(event)
+        ask = asks.get(event.ask_id) if event.ask_id is not None else None
+        if ask is not None:
+            ask.tokens += event.total_tokens or 0
+            if event.cost_usd is not None and math.isfinite(event.cost_usd):
+                ask.cost += event.cost_usd
+    return recovered
 
 
 def _take_snapshot(members: dict[str, StoredMember], snapshot: Any) -> None:
@@ -438,9 +500,11 @@ def restore_team(lab: Lab, stored: StoredTeam) -> None:
         lab.orchestrator.team_log.record(StopMessage(sender=address))
     if stored.unsent:  # before the handling that held them is done again
         lab.orchestrator.team_log.record(EventMessage(event=UnsentMessagesEvent(message_ids=stored.unsent)))
+    for event in stored.recovered:  # stored, and in lab.usage(), like any request's usage
+        lab.orchestrator.team_log.record(EventMessage(event=event, ask_id=event.ask_id))
     for member in agents:
         agent = lab.system.proxy_ask(live[member.agent_id], BaseAgent)
-        agent.restore(member.messages, member.state, member.usage)
+        agent.restore(member.messages, member.state, member.usage, member.replay)
     entry = [a for a in live.values() if a.role == lab.spec.entry]
     lab.entry = entry[0] if entry else lab._start_role(lab.spec.entry)
     lab.orchestrator.set_entry(lab.entry)

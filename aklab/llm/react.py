@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
+import logging
 import threading
 import time
 import uuid
@@ -77,16 +78,20 @@ from aklab.llm.limits import AgentBudget, AgentUsageLimits, RunUsageLimitError, 
 from aklab.llm.output_modes import RUN_FALLBACK, OutputPlan, plan_output
 from aklab.llm.profiles import resolve
 from aklab.llm.recovery import LimitRecoveryCapability, NoFunctionTools, closed_history
+from aklab.llm.replay import Replay, in_process
 from aklab.llm.streaming import DEFAULT_MIN_CHARS, OutputStreamer, StreamSink, model_can_stream
 from aklab.llm.usage import LlmUsageEvent, ToolCallEvent
 from aklab.secrets import redact
 
 __all__ = ["SUMMARY_PROMPT", "ReactAgent", "RunCancelledError"]
 
+log = logging.getLogger("aklab.llm")
+
 
 T = TypeVar("T")
 
 UsageSink = Callable[[LlmUsageEvent], None]
+ResponseSink = Callable[[ModelResponse, LlmUsageEvent], None]
 ToolSink = Callable[[ToolCallEvent], None]
 
 SUMMARY_PROMPT = (
@@ -116,6 +121,7 @@ class ReactAgent:
         on_usage: UsageSink | None = None,
         on_tool_call: ToolSink | None = None,
         on_stream: StreamSink | None = None,
+        on_response: ResponseSink | None = None,
         stream_min_chars: int = DEFAULT_MIN_CHARS,
         run_line: RunLine | None = None,
     ) -> None:
@@ -132,6 +138,12 @@ class ReactAgent:
         self.on_usage = on_usage
         self.on_tool_call = on_tool_call
         self.on_stream = on_stream
+        self.on_response = on_response
+        """Called with each answer of a model outside this process as it arrives (and its
+        usage), before the run goes on: a team with an event store stores it at once."""
+        self.replay: list[ModelResponse] = []
+        """Answers to give the next run's first requests instead of asking the model (a
+        handling done again after a resume; see ``aklab.llm.replay``)."""
         self.stream_min_chars = stream_min_chars
         self.messages: list[ModelMessage] = []
         self.system_prompt = system_prompt
@@ -150,6 +162,8 @@ class ReactAgent:
         self._task: asyncio.Task[Any] | None = None
         self._task_lock = threading.Lock()
         self._tap = _RequestTap()
+        if on_response is not None and not in_process(self._resolved.model):
+            self._tap.on_end = self._answered
         self._collapsed = 0  # messages the last failed run left (its prompt and one line)
         model = self._resolved.model
         self._can_stream = runtime.stream and model_can_stream(model)
@@ -248,6 +262,9 @@ class ReactAgent:
         tap = self._tap
         tap.reset()
         run_capabilities: Any = list(capabilities) or None
+        if self.replay:  # per run: a wrap hook in every run would cost every request a task hand-off
+            replay, self.replay = Replay.of(self.replay), []
+            run_capabilities = [*capabilities, replay]
         coro = self._agent.run(
             prompt,
             deps=deps,
@@ -349,6 +366,16 @@ class ReactAgent:
         if messages_item_type(getattr(target, "output", target)) is None:
             return None
         return OutputStreamer(agent=self.name, run_id=run_id, sink=sink, min_chars=self.stream_min_chars)
+
+    def _answered(self, record: _Record) -> None:
+        """The tap saw an answer arrive: hand it, with its usage, to ``on_response``."""
+        run_id, sink = self.current_run_id, self.on_response
+        if sink is None or run_id is None or record.response is None:
+            return
+        try:
+            sink(record.response, self._usage_event(record, run_id, record.seconds or 0.0))
+        except Exception:  # never into the run: the answer is in the history all the same
+            log.exception("%s: storing a model answer as it arrived failed", self.name)
 
     def _report(self, records: Sequence[_Record], run_id: str, started: float) -> None:
         if not records:
@@ -577,6 +604,7 @@ class _RequestTap(AbstractCapability[Any]):
     """
 
     records: list[_Record] = field(default_factory=list)
+    on_end: Callable[[_Record], None] | None = None  # told of each answer as it arrives
     _started: float = 0.0
     _request: Any = None
     _pending: bool = False  # a request went out and has not ended (yet, or ever: cancelled)
@@ -606,7 +634,10 @@ class _RequestTap(AbstractCapability[Any]):
 
     async def after_model_request(self, ctx: RunContext[Any], *, request_context: Any, response: Any) -> Any:
         self._pending = False
-        self.records.append(_Record(response.timestamp, self._request, response, time.time() - self._started))
+        record = _Record(response.timestamp, self._request, response, time.time() - self._started)
+        self.records.append(record)
+        if self.on_end is not None:
+            self.on_end(record)
         return response
 
     async def on_model_request_error(self, ctx: RunContext[Any], *, request_context: Any, error: Exception) -> Any:

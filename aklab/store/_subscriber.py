@@ -30,8 +30,10 @@ class StoreSubscriber(EventSubscriber):
     once, with everything queued before it. A
     record that arrives ``GROUP_WINDOW`` seconds or more after the oldest queued one (a model
     call in between, a slow tool) commits the queue at once too: on a real model each
-    call's usage is stored as it comes. A crash loses at most the records of turns in
-    progress, whose messages a resume delivers again (their handling never finished), and
+    call's usage is stored as it comes. An event whose class sets ``aklab_commit_now`` (a
+    model's answer, ``ModelResponseEvent``) is committed at once, whenever it comes. A crash
+    loses at most the records of turns in progress, whose messages a resume delivers again
+    (their handling never finished), and
     the store always holds a prefix of the team's records. What such a turn sent was held
     by its member, never delivered (``SentMessage.during``): a resume does not deliver it
     either, since the turn, done again, sends afresh. Transient events (streamed
@@ -89,7 +91,9 @@ class StoreSubscriber(EventSubscriber):
 
     def _later(self, message: OrchestratorMessage) -> bool:
         """Whether ``message`` may wait in the store's queue (see the class docstring)."""
-        if not message.within_handling:
+        if not message.within_handling or (
+            isinstance(message, EventMessage) and class_flag(type(message.event), "aklab_commit_now", False)
+        ):
             self._queued_since = None
             return False
         now = time.monotonic()

@@ -200,18 +200,24 @@ def test_a_kernel_killed_as_a_handling_ends_never_delivered_what_it_sent_and_the
         )
 
     assert asked_developer() == 0  # the held request never left the Manager
+    assert _asked_manager(fake_openai) == 1
     cfg = ModelConfig(provider="openai-compatible", model="fake", base_url=fake_openai.url)
     with Lab.resume(store=path, spec=team_from_dict(RELAY), model=cfg) as lab:
         report = lab.resume_report or ""
         assert "1 message(s) re-delivered" in report  # the question
         assert "1 message(s) an unfinished handling never sent (it runs again)" in report
         assert "1 member(s) it hired left out (hired again if it does)" in report
+        assert "1 model answer(s) given again rather than paid twice" in report
+        assert "cut short" not in report  # its run had ended: its usage was stored
         assert lab.wait(20)
         assert [m.content for m in lab.replies()] == ["relayed: 42"]
         names = sorted(m.name for m in lab.team())
         team_id = lab.team_id
+        by_agent = lab.usage(by="agent").set_index("agent")["requests"].to_dict()
     assert names == ["@Developer", "@Human", "@Manager"]  # hired again, under the same name: as if never killed
     assert asked_developer() == 1
+    assert _asked_manager(fake_openai) == 1  # the handling done again took the stored answer
+    assert by_agent == {"@Manager": 2, "@Developer": 1}  # the question's request counted once, then the relay
     with SqliteStore(path) as store:
         rows = store.records(team_id)
     requests = [r.message_id for r in rows if r.kind == "SentMessage" and r.recipient == "@Developer"]
@@ -220,6 +226,73 @@ def test_a_kernel_killed_as_a_handling_ends_never_delivered_what_it_sent_and_the
     with Lab.resume(store=path, spec=team_from_dict(RELAY), model=cfg) as again:  # the left-out member stays out
         assert sorted(m.name for m in again.team()) == names
         assert "left out" not in (again.resume_report or "")
+
+
+def _asked_manager(fake_openai: FakeOpenAI) -> int:
+    """Requests the server had from the Manager about the person's question."""
+    return sum(
+        str(b["messages"][0].get("content") or "").startswith("You are Manager")
+        and "from @Developer" not in last_user_text(b)
+        for b in fake_openai.bodies
+    )
+
+
+CHILD_DIES_ANSWERED = textwrap.dedent(
+    """
+    import os, signal, sys
+    from aklab.agent import BaseAgent
+    from aklab.lab import Lab
+    from aklab.lab.teamfile import team_from_dict
+    from aklab.llm import ModelConfig
+    from tests.lab.test_resume_real_provider import RELAY
+
+    stored = BaseAgent._on_response
+
+    def dying(self, response, usage):
+        stored(self, response, usage)  # the answer is committed as it arrives
+        if self.config.name == "@Manager":
+            os.kill(os.getpid(), signal.SIGKILL)  # before its run ends and reports its usage
+
+    BaseAgent._on_response = dying
+    cfg = ModelConfig(provider="openai-compatible", model="fake", base_url=sys.argv[2])
+    lab = Lab(team_from_dict(RELAY), model=cfg, store=sys.argv[1])
+    lab.send("What is the answer?")
+    sys.stdin.read()
+    """
+)
+
+
+def test_a_kernel_killed_as_the_model_answers_resumes_with_that_answer_and_pays_for_it_once(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """The Manager's answer is stored as it arrives; the kernel dies before the run reports its
+    usage. The resume records that usage from the stored answer and does the handling again
+    with the answer instead of asking the model: the server hears the question once, and
+    the team's usage counts that request once."""
+    path = tmp_path / "events.sqlite3"
+    fake_openai.default = _relay([True])
+    with _kernel(CHILD_DIES_ANSWERED, path, fake_openai.url) as child:
+        assert child.wait(60) == -signal.SIGKILL
+    assert _asked_manager(fake_openai) == 1
+    with SqliteStore(path) as store:
+        assert not store.records(kinds=["LlmUsageEvent"])  # the run never got to report it
+        [answer] = [r.message() for r in store.records(kinds=["ModelResponseEvent"])]
+    assert answer.event.agent == "@Manager" and answer.event.usage.requests == 1
+    cfg = ModelConfig(provider="openai-compatible", model="fake", base_url=fake_openai.url)
+    with Lab.resume(store=path, spec=team_from_dict(RELAY), model=cfg) as lab:
+        report = lab.resume_report or ""
+        assert "1 model answer(s) given again rather than paid twice" in report
+        assert "the usage of 1 request(s) a crash cut short recorded" in report
+        assert lab.wait(20)
+        assert [m.content for m in lab.replies()] == ["relayed: 42"]
+        by_agent = lab.usage(by="agent").set_index("agent")["requests"].to_dict()
+        team_id = lab.team_id
+    assert _asked_manager(fake_openai) == 1
+    assert by_agent == {"@Manager": 2, "@Developer": 1}
+    usage = aklab.history(path, team=team_id).usage
+    assert usage.groupby("agent")["requests"].sum().to_dict() == {"@Developer": 1, "@Manager": 2}
+    with Lab.resume(store=path, spec=team_from_dict(RELAY), model=cfg) as again:  # nothing left to give again
+        assert "given again" not in (again.resume_report or "") and "cut short" not in (again.resume_report or "")
 
 
 CHILD_DIES_SECOND = textwrap.dedent(
