@@ -30,6 +30,7 @@ Choices where the reference leaves room:
 from __future__ import annotations
 
 import logging
+from collections import deque
 from contextlib import AbstractContextManager, nullcontext
 from datetime import date
 from functools import partial
@@ -317,6 +318,9 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         A cancelled run ends here: the human is told once, and a default ``output_type()``
         is returned (or the interruption re-raised if the type has required fields).
         """
+        current = self.current_message
+        if self._replay or self._react_agent.replay:  # answers stored for this handling; none left from the last
+            self._react_agent.replay = deque(self._replay.pop(current.id, ()) if current is not None else ())
         self._react_agent.maybe_compact(deps=self)
         prompt: list[Any] = [*self._pending_notes]
         self._pending_notes.clear()
@@ -328,9 +332,6 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
             rendered = self._command_registry.callable("_expand_media_refs")(rendered)
         prompt.extend(rendered if isinstance(rendered, list) else [rendered])
         sender = getattr(message, "sender", None)
-        current = self.current_message
-        if self._replay and current is not None:
-            self._react_agent.replay = self._replay.pop(current.id, [])
         self.notify_event(AgentBusyEvent(agent=self.config.name, role=self.config.role, busy=True))
         try:
             with self._asks_running():

@@ -40,6 +40,7 @@ import threading
 import time
 import uuid
 import weakref
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -141,9 +142,9 @@ class ReactAgent:
         self.on_response = on_response
         """Called with each answer of a model outside this process as it arrives (and its
         usage), before the run goes on: a team with an event store stores it at once."""
-        self.replay: list[ModelResponse] = []
-        """Answers to give the next run's first requests instead of asking the model (a
-        handling done again after a resume; see ``aklab.llm.replay``)."""
+        self.replay: deque[ModelResponse] = deque()
+        """Answers to give the next requests instead of asking the model, taken in order by
+        the runs that come (a handling done again after a resume; see ``aklab.llm.replay``)."""
         self.stream_min_chars = stream_min_chars
         self.messages: list[ModelMessage] = []
         self.system_prompt = system_prompt
@@ -263,8 +264,7 @@ class ReactAgent:
         tap.reset()
         run_capabilities: Any = list(capabilities) or None
         if self.replay:  # per run: a wrap hook in every run would cost every request a task hand-off
-            replay, self.replay = Replay.of(self.replay), []
-            run_capabilities = [*capabilities, replay]
+            run_capabilities = [*capabilities, Replay(self.replay)]
         coro = self._agent.run(
             prompt,
             deps=deps,

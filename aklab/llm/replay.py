@@ -19,7 +19,6 @@ stored for this.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,17 +43,12 @@ def in_process(model: Model) -> bool:
 @dataclass
 class Replay(AbstractCapability[Any]):
     """Answers the next model requests of a run with ``responses``, in order, then lets the
-    rest through. ``given`` counts the answers it gave."""
+    rest through. The queue is shared: the runs of one handling (a compaction's summary, the
+    turn, a retry) take the answers in the order they first asked for them."""
 
     responses: deque[ModelResponse] = field(default_factory=deque)
-    given: int = 0
-
-    @classmethod
-    def of(cls, responses: Iterable[ModelResponse]) -> Replay:
-        return cls(deque(responses))
 
     async def wrap_model_request(self, ctx: RunContext[Any], *, request_context: Any, handler: Any) -> ModelResponse:
         if not self.responses:
             return await handler(request_context)  # type: ignore[no-any-return]
-        self.given += 1
         return self.responses.popleft()

@@ -5,6 +5,7 @@ answering in this process."""
 from __future__ import annotations
 
 import json
+from collections import deque
 from collections.abc import AsyncIterator
 
 import pytest
@@ -57,11 +58,11 @@ def test_a_stored_answer_is_given_instead_of_asking_the_model(streamed: bool) ->
     usage: list[LlmUsageEvent] = []
     agent = _agent(calls, usage, streamed=streamed)
     assert agent.streams is streamed
-    agent.replay = [_stored_answer("final_result")]
+    agent.replay = deque([_stored_answer("final_result")])
     out = agent.run_sync("Say something.", output_type=StructuredOutput)
     assert [m.message for m in out.messages] == ["from the store"]
     assert calls == [] and usage == []  # not asked, nothing paid: its usage was counted when it was
-    assert agent.replay == []  # given once
+    assert not agent.replay  # given once
     assert any(isinstance(m, ModelResponse) and m.model_name == "counting" for m in agent.messages)
     again = agent.run_sync("And now?", output_type=StructuredOutput)
     assert [m.message for m in again.messages] == ["from the model"]  # the next run asks the model
@@ -88,11 +89,30 @@ def test_requests_beyond_the_stored_answers_go_to_the_model(streamed: bool) -> N
         on_usage=usage.append,
         on_stream=(lambda event: None) if streamed else None,
     )
-    agent.replay = [ModelResponse(parts=[ToolCallPart("lookup", {"topic": "logins"})], model_name="counting")]
+    agent.replay = deque([ModelResponse(parts=[ToolCallPart("lookup", {"topic": "logins"})], model_name="counting")])
     out = agent.run_sync("Look it up, then answer.", output_type=StructuredOutput)
     assert looked_up == ["logins"]  # the stored answer's tool call runs again
     assert [m.message for m in out.messages] == ["from the model"]
     assert calls == [1] and len(usage) == 1  # only the request the store had no answer for
+
+
+def test_the_runs_of_one_handling_take_the_stored_answers_in_turn() -> None:
+    """A handling's runs (a compaction's summary, then the turn) asked in this order before
+    the crash: done again, each takes its own answer."""
+    calls: list[int] = []
+    usage: list[LlmUsageEvent] = []
+    agent = _agent(calls, usage, streamed=False)
+    first = _stored_answer("final_result")
+    second = ModelResponse(
+        parts=[
+            ToolCallPart("final_result", json.dumps(REPLY | {"messages": [STORED["messages"][0] | {"message": "2"}]}))
+        ],
+        model_name="counting",
+    )
+    agent.replay = deque([first, second])
+    assert [m.message for m in agent.run_sync("One.", output_type=StructuredOutput).messages] == ["from the store"]
+    assert [m.message for m in agent.run_sync("Two.", output_type=StructuredOutput).messages] == ["2"]
+    assert calls == [] and usage == []
 
 
 def test_models_answering_in_this_process_are_told_apart_from_servers() -> None:
