@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from aklab.agent import AgentMessage
+from aklab.agent import AgentMessage, ModelResponseEvent
 from aklab.core import ActorAddress, ErrorMessage, EventMessage, HandledMessage, SentMessage, StartMessage
 from aklab.llm import LlmUsageEvent
 from aklab.secrets import register_secret
@@ -28,6 +28,26 @@ def usage(ask_id: str | None = None, **fields: object) -> EventMessage:
     values: dict[str, object] = {"agent": "@Manager", "role": "Manager", "run_id": "r1", "model": "demo"}
     event = LlmUsageEvent.model_validate({**values, "ask_id": ask_id, **fields})
     return EventMessage(sender=MANAGER, event=event, ask_id=ask_id)
+
+
+def answer(text: str = "All done.") -> EventMessage:
+    """A model's answer as a stored team records it when it arrives (``ModelResponseEvent``)."""
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.usage import RequestUsage
+
+    response = ModelResponse(
+        parts=[TextPart(text), ToolCallPart("final_result", {"messages": []}, tool_call_id="call-1")],
+        usage=RequestUsage(input_tokens=12, output_tokens=3),
+        model_name="fake",
+        provider_name="openai",
+        provider_response_id="resp-1",
+        finish_reason="stop",
+    )
+    spent = LlmUsageEvent(agent="@Manager", role="Manager", run_id="r1", model="openai:fake", input_tokens=12)
+    event = ModelResponseEvent(
+        agent="@Manager", agent_id=MANAGER.agent_id, message_id="m1", run_id="r1", response=response, usage=spent
+    )
+    return EventMessage(sender=MANAGER, event=event)
 
 
 @dataclasses.dataclass
@@ -192,6 +212,17 @@ def test_events_of_any_class_keep_their_class(store: EventStore) -> None:
     assert isinstance(plain, EventMessage) and plain.event == Plain("@Manager", 3)
     assert isinstance(free, EventMessage) and free.event == {"free": "form"}
     assert store.records(team)[0].event_type == "Plain"
+
+
+def test_a_model_answer_comes_back_as_the_response_pydantic_ai_gave(store: EventStore) -> None:
+    team = new_team_id()
+    record = answer()
+    store.append(record, team)
+    [row] = store.records(team, kinds=["ModelResponseEvent"])
+    back = row.message()
+    assert isinstance(back, EventMessage) and isinstance(back.event, ModelResponseEvent)
+    assert back.event.response == record.event.response  # parts, usage, ids, finish reason: all of it
+    assert back.event.usage == record.event.usage
 
 
 def test_no_secret_enters_the_store(store: EventStore) -> None:

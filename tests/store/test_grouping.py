@@ -96,3 +96,16 @@ def test_a_failed_queue_write_fails_the_subscriber_once_and_the_team_goes_on(cap
     subscriber.on_message(sent("later"))
     assert subscriber.failed == "disk full" and subscriber.dropped == 2
     assert sum("disk full" in r.getMessage() for r in caplog.records if r.name == "aklab.store") == 1
+
+
+def test_a_model_answer_is_committed_the_moment_it_arrives_with_what_was_queued_before_it() -> None:
+    from tests.store.test_contract import answer
+
+    store = CountingStore()
+    subscriber = StoreSubscriber(store, new_team_id())
+    subscriber.on_message(within(sent("context", sender=MANAGER)))  # queued
+    subscriber.on_message(within(answer()))  # a crash from here on must not lose it
+    assert store.commits == [["context", "EventMessage"]] and store.queue == []
+    subscriber.on_message(within(usage()))
+    subscriber.on_message(done())
+    assert store.commits[-1] == ["EventMessage", "DispatchedMessage"]
