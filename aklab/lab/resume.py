@@ -254,7 +254,7 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
     hired_during: dict[str, str] = {}  # agent id -> the message whose handling hired it
     consumed: dict[str, str | None] = {}  # message id -> the message whose run read it (None: withdrawn)
     known_unsent: set[str] = set()  # found by an earlier resume (UnsentMessagesEvent)
-    answers: dict[tuple[str, str], list[ModelResponseEvent]] = {}  # (agent id, message id) -> in order
+    answer_rows: list[tuple[str | None, StoredRecord]] = []  # (handled message id, row): decoded if unfinished
     counted_runs: set[str] = set()  # runs whose usage is stored
     for row in rows:
         kind = row.kind
@@ -300,12 +300,7 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
         elif kind == "EventMessage" and row.event_type == "AskCancelledEvent" and row.ask_id:
             cancelled.add(row.ask_id)
         elif kind == "EventMessage" and row.event_type == "ModelResponseEvent":
-            record = row.message()
-            if isinstance(record, EventMessage) and isinstance(record.event, ModelResponseEvent):
-                answer = record.event
-                answers.setdefault((answer.agent_id, answer.message_id), []).append(answer)
-            else:  # written by another aklab or pydantic-ai version: that request is asked again
-                log.warning("a stored model answer could not be read back and is skipped: %s", str(record)[:200])
+            answer_rows.append((_event_field(row, "message_id"), row))
         elif kind == "EventMessage" and row.event_type == "UnsentMessagesEvent":
             record = row.message()
             if isinstance(record, EventMessage) and isinstance(record.event, UnsentMessagesEvent):
@@ -326,6 +321,15 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
     for mid, reader in consumed.items():
         if reader is None or reader in finished:
             finished.add(mid)
+    answers: dict[tuple[str, str], list[ModelResponseEvent]] = {}  # (agent id, message id) -> in order
+    for handling_id, row in answer_rows:
+        if handling_id in finished:  # most of them: not read back (a long team has one per request)
+            continue
+        record = row.message()
+        if isinstance(record, EventMessage) and isinstance(record.event, ModelResponseEvent):
+            answers.setdefault((record.event.agent_id, record.event.message_id), []).append(record.event)
+        else:  # written by another aklab or pydantic-ai version: that request is asked again
+            log.warning("a stored model answer could not be read back and is skipped: %s", str(record)[:200])
     # never delivered: held by a handling that never finished, or by one an earlier resume found
     # unfinished (done again since, it sent afresh: what it held the first time stays unsent)
     unsent = {mid for mid, during in held.items() if during not in finished} | (known_unsent & held.keys())
@@ -394,6 +398,13 @@ def _replays(
             if event.cost_usd is not None and math.isfinite(event.cost_usd):
                 ask.cost += event.cost_usd
     return recovered
+
+
+def _event_field(row: StoredRecord, name: str) -> Any:
+    """A field of an ``EventMessage`` row's event, read from its payload without decoding the record."""
+    event = (row.payload.get("fields") or {}).get("event")
+    data = event.get("$data") if isinstance(event, dict) else None
+    return data.get(name) if isinstance(data, dict) else None
 
 
 def _take_snapshot(members: dict[str, StoredMember], snapshot: Any) -> None:
