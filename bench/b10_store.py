@@ -15,7 +15,11 @@ A second, unbudgeted figure takes the drift out at the scale of one message: lab
 store and without answer the same messages in lockstep (message by message, the order
 rotating), each ask timed on its own; the figure is the median ask time with the store over
 the median without. It leaves out what a whole run pays now and then (a WAL checkpoint, a
-full garbage collection), which the budgeted figure keeps. Two more labs in the same
+full garbage collection), which the budgeted figure keeps.
+
+A third, unbudgeted figure runs the relay through pydantic-ai's OpenAI provider against a
+loopback OpenAI-compatible server (the test suite's), where the store also keeps each model
+answer as it arrives: what the store costs on the path a real model takes. Two more labs in the same
 lockstep have stores that keep nothing, one of them encoding every record as the SQLite
 store does: the differences of the medians split the store's cost into the records a stored
 team makes (agent snapshots, end records), their encoding, and the writes and commits.
@@ -34,6 +38,9 @@ from bench.b1_relay import ASK_TIMEOUT, run_relay
 from bench.common import Figure, relay_messages, relay_team
 
 ID = "B10"
+#: Messages per run and pairs of the figure over pydantic-ai's OpenAI provider.
+PROVIDER_MESSAGES = 60
+PROVIDER_PAIRS = 5
 WORKLOAD = "the B1 relay (200 messages, 600 LLM turns) with and without the SQLite event store"
 MIN_PAIRS = 7
 
@@ -61,6 +68,7 @@ def run(*, smoke: bool = False, repeat: int = 3, context: dict[str, Any] | None 
         with SqliteStore(folder / "events-0.sqlite3") as first:
             records = len(first.records())
         lock = lockstep(messages, folder / "lockstep.sqlite3")
+        provider = over_a_provider(folder, n=3 if smoke else PROVIDER_MESSAGES, pairs=1 if smoke else PROVIDER_PAIRS)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     ratios = [w / o for w, o in zip(with_store, without, strict=True)]
@@ -111,7 +119,84 @@ def run(*, smoke: bool = False, repeat: int = 3, context: dict[str, Any] | None 
             "ms",
             note="; ".join(f"{part}: {ms:.2f} ms" for part, ms in lock["added_by_part_ms"].items()),
         ),
+        Figure(
+            ID,
+            WORKLOAD,
+            "the relay over pydantic-ai's OpenAI provider and a loopback server, with the store / without",
+            provider["ratio"],
+            "x",
+            note=(
+                f"{provider['pairs']} pairs of {provider['messages']} messages, ratios "
+                f"{min(provider['pair_ratios']):.2f}-{max(provider['pair_ratios']):.2f}x; "
+                f"{provider['without_ms']:.1f} ms per human message without the store, "
+                f"{provider['added_ms']:.2f} ms added (each model answer stored as it arrives included)"
+            ),
+            details=provider,
+        ),
     ]
+
+
+def over_a_provider(folder: Path, *, n: int, pairs: int) -> dict[str, Any]:
+    """The relay's three roles as one Manager and one Developer on pydantic-ai's OpenAI
+    provider against the test suite's fake OpenAI-compatible server on 127.0.0.1 (zero
+    latency: every millisecond is aklab's, the client's or the server's), with the SQLite store
+    and without, in back-to-back pairs. With a model outside the process the store also keeps
+    each answer as it arrives (one more commit per request)."""
+    from aklab.lab import Lab
+    from aklab.lab.teamfile import team_from_dict
+    from aklab.llm import ModelConfig
+    from tests.fakeserver import FakeOpenAI, last_user_text, output
+
+    team = {
+        "name": "relay",
+        "entry": "Manager",
+        "roles": [
+            {"role": "Manager", "prompt": "You are Manager.", "routes_to": ["Developer"]},
+            {"role": "Developer", "prompt": "You are Developer."},
+        ],
+    }
+
+    def respond(body: dict[str, Any]) -> Any:
+        system = str(body["messages"][0].get("content") or "")
+        if system.startswith("You are Developer"):
+            reply = {"message_type": "response", "recipient": "@Manager", "message": "Done."}
+        elif "from @Developer" in last_user_text(body):
+            reply = {"message_type": "response", "recipient": "@Human", "message": "Done, see above."}
+        else:
+            reply = {"message_type": "request", "recipient": "@Developer", "message": "Please do it."}
+        return output({"messages": [reply]})(body)
+
+    messages = relay_messages(n)
+    with FakeOpenAI() as server:
+        server.default = respond
+        model = ModelConfig(provider="openai-compatible", model="fake", base_url=server.url)
+
+        def run(store: Any) -> float:
+            with Lab(team_from_dict(team), model=model, store=store) as lab:
+                lab.ask("Hire the Developer.", timeout=ASK_TIMEOUT)  # not timed: the hire
+                start = time.perf_counter()
+                for text in messages:
+                    lab.ask(text, timeout=ASK_TIMEOUT)
+                return time.perf_counter() - start
+
+        run(False)  # warm up the client and the server
+        without: list[float] = []
+        with_store: list[float] = []
+        for i in range(pairs):
+            path = folder / f"provider-{i}.sqlite3"
+            for store in (path, False) if i % 2 else (False, path):
+                (with_store if store else without).append(run(store))
+    ratios = [w / o for w, o in zip(with_store, without, strict=True)]
+    return {
+        "ratio": statistics.median(ratios),
+        "pair_ratios": ratios,
+        "pairs": pairs,
+        "messages": n,
+        "without_ms": statistics.median(without) / n * 1000,
+        "added_ms": statistics.median(w - o for w, o in zip(with_store, without, strict=True)) / n * 1000,
+        "without_s": without,
+        "with_store_s": with_store,
+    }
 
 
 class _DiscardingStore:
