@@ -27,6 +27,7 @@ team makes (agent snapshots, end records), their encoding, and the writes and co
 
 from __future__ import annotations
 
+import gc
 import shutil
 import statistics
 import tempfile
@@ -60,6 +61,7 @@ def run(*, smoke: bool = False, repeat: int = 3, context: dict[str, Any] | None 
         for i in range(pairs):
             path = folder / f"events-{i}.sqlite3"
             for store in (path, False) if i % 2 else (False, path):
+                gc.collect()  # as B1 does: no run starts with the last run's closed lab to collect
                 seconds, stats = run_relay(messages, store=store)
                 (with_store if store else without).append(seconds)
                 (cpu_with if store else cpu_without).append(stats["cpu_s"])
@@ -185,6 +187,7 @@ def over_a_provider(folder: Path, *, n: int, pairs: int) -> dict[str, Any]:
         for i in range(pairs):
             path = folder / f"provider-{i}.sqlite3"
             for store in (path, False) if i % 2 else (False, path):
+                gc.collect()
                 (with_store if store else without).append(run(store))
     ratios = [w / o for w, o in zip(with_store, without, strict=True)]
     return {

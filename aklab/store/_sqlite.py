@@ -187,6 +187,7 @@ class SqliteStore(QueuedWrites, EventStore):
         """Why the store cannot be written (None if it can)."""
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
+        self._writer: sqlite3.Cursor | None = None  # the appends' one cursor, made on first use
         self._init_queue()
         self._team_locks = TeamLocks(self.path, self.location)
         self._check_header()
@@ -340,9 +341,16 @@ class SqliteStore(QueuedWrites, EventStore):
         a flush makes as few calls as it can: one (an ``executemany`` or an explicit
         BEGIN/COMMIT would make one per row and two more)."""
         conn = self._db()
+        # One cursor for every append: ``conn.execute`` makes a cursor each time, and the
+        # connection keeps a weak reference to each until it sweeps them (every 200), so
+        # those outlived two collections and made the collector run full passes more often
+        # (bench B10: 721 more objects kept into the oldest generation in a 200-message relay).
+        writer = self._writer
+        if writer is None:
+            writer = self._writer = conn.cursor()
         try:
             if len(rows) <= _ROWS_PER_STATEMENT:
-                seq = conn.execute(_insert_sql(len(rows)), _all_params(rows)).lastrowid
+                seq = writer.execute(_insert_sql(len(rows)), _all_params(rows)).lastrowid
             else:  # more than one statement's worth: one transaction
                 conn.execute("BEGIN IMMEDIATE")
                 for cut in range(0, len(rows), _ROWS_PER_STATEMENT):
@@ -466,6 +474,7 @@ class SqliteStore(QueuedWrites, EventStore):
         with self._lock:
             self._flush_for_reading()
             conn, self._conn = self._conn, None
+            self._writer = None
         if conn is not None:
             conn.close()  # the last connection checkpoints the WAL into the file
 

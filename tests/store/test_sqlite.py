@@ -236,6 +236,9 @@ class _Failing:
                 raise sqlite3.OperationalError(self.error)
         return self.conn.execute(sql, *args)
 
+    def cursor(self) -> _Failing:  # the appends' cursor fails alike
+        return self
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.conn, name)
 
