@@ -370,3 +370,35 @@ def test_a_message_an_unfinished_handling_never_sent_stays_unsent_after_the_hand
     assert len(to_developer) == 2 and set(to_developer["message_id"]) <= delivered
     dated = aklab.history(path, team=team_id, since="2000-01-01").messages  # read with a time filter too
     assert list(dated["message_id"]) == list(requests["message_id"])
+
+
+def test_a_stored_answer_that_no_longer_reads_back_is_asked_for_again_with_a_warning(
+    fake_openai: FakeOpenAI, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Written by another pydantic-ai version, say: the resume says so and the handling done
+    again asks the model, as it would without the stored answer."""
+    import logging
+    import sqlite3
+
+    path = tmp_path / "events.sqlite3"
+    fake_openai.default = _relay([True])
+    with _kernel(CHILD_DIES_ANSWERED, path, fake_openai.url) as child:
+        assert child.wait(60) == -signal.SIGKILL
+    db = sqlite3.connect(path)
+    with db:  # what a newer pydantic-ai might have written: a part kind this one does not know
+        db.execute("DROP TRIGGER events_no_update")
+        db.execute(
+            'UPDATE events SET payload = replace(payload, \'"part_kind":"text"\', \'"part_kind":"hologram"\') '
+            "WHERE event_type = 'ModelResponseEvent'"
+        )
+    db.close()
+    cfg = ModelConfig(provider="openai-compatible", model="fake", base_url=fake_openai.url)
+    caplog.set_level(logging.WARNING, "aklab.lab")
+    with Lab.resume(store=path, spec=team_from_dict(RELAY), model=cfg) as lab:
+        report = lab.resume_report or ""
+        assert "given again" not in report and "1 message(s) re-delivered" in report
+        assert "cut short" not in report  # its usage went with it: unknown, not made up
+        assert lab.wait(20)
+        assert [m.content for m in lab.replies()] == ["relayed: 42"]
+    assert any("stored model answer could not be read back" in r.getMessage() for r in caplog.records)
+    assert _asked_manager(fake_openai) == 2  # asked again: nothing to give
