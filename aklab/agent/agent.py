@@ -91,6 +91,7 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         self._hired_this_turn = 0
         self._cancel_reason: str | None = None
         self._snapshotted: list[Any] = []  # the history messages the last snapshot covered
+        self._snapshotted_state: dict[str, Any] | None = None  # the state it recorded
         self._snapshot_due = False  # a snapshot waits for the end of the handling in progress
         self._replay: dict[str, list[Any]] = {}  # message id -> stored answers to do its handling again with
 
@@ -388,13 +389,16 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         history = self._react_agent.messages
         start, refs, new = _history_change(self._snapshotted, history)
         self._snapshotted = list(history)
+        state = self.state.model_dump(mode="json")
+        unchanged = state == self._snapshotted_state
+        self._snapshotted_state = state
         return AgentSnapshotEvent(
             agent=self.config.name,
             agent_id=self.myAddress.agent_id,
             start=start,
             refs=refs,
             messages=new,
-            state=self.state.model_dump(mode="json"),
+            state=None if unchanged else state,
         )
 
     def _on_response(self, response: Any, usage: LlmUsageEvent) -> None:
@@ -433,6 +437,7 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
 
         self._react_agent.messages = list(ModelMessagesTypeAdapter.validate_python(messages))
         self._snapshotted = list(self._react_agent.messages)
+        self._snapshotted_state = None  # the first snapshot after a resume records it whole
         if state:
             self.state = type(self.state).model_validate(state)
         self._react_agent.budget.rebuild(usage)

@@ -69,7 +69,7 @@ def _as_is(value: Any) -> Any:
 class AgentSnapshotEvent(BaseModel):
     """What a resume needs of an agent after a turn (recorded only when the team keeps an
     event store): its model history as a change to the previous snapshot's, and its state
-    (the context-update baseline among it).
+    (the context-update baseline among it) when it changed.
 
     The history is ``refs`` read in order, each the position of a message of the previous
     snapshot's history, or -1 for the next of ``messages`` (the messages it did not have).
@@ -94,7 +94,9 @@ class AgentSnapshotEvent(BaseModel):
         default_factory=list
     )
     refs: list[int] = Field(default_factory=list)
-    state: dict[str, Any] = Field(default_factory=dict)
+    state: dict[str, Any] | None = Field(default_factory=dict)
+    """The agent's state (``AgentState.model_dump(mode="json")``); None: the same as in the
+    previous snapshot (most turns change none of it, and a long role prompt is part of it)."""
 
     def history(self, previous: list[Any]) -> list[Any]:
         """The history this snapshot describes, given the previous one's (items of any kind)."""

@@ -424,7 +424,8 @@ def _take_snapshot(members: dict[str, StoredMember], snapshot: Any) -> None:
     member = members.get(snapshot.agent_id)
     if member is not None:
         member.messages = snapshot.history(member.messages)
-        member.state = snapshot.state
+        if snapshot.state is not None:  # None: unchanged since the snapshot before
+            member.state = snapshot.state
 
 
 def _open_asks(

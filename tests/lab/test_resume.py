@@ -50,6 +50,27 @@ def test_a_resumed_team_has_its_members_history_state_and_budget_back(tmp_path: 
         assert len(again.ask("What is 3+3?", timeout=10)) >= 1
 
 
+def test_a_snapshot_records_the_state_only_when_it_changed_and_the_resume_takes_the_last_recorded(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "events.sqlite3"
+    with Lab("dev-team", store=path) as lab:
+        for question in ("Ask the Developer for a haiku about tests.", "What is 2+2?", "What is 3+3?"):
+            lab.ask(question, timeout=10)
+        manager = lab.system.proxy_ask(lab.member("@Manager"), BaseAgent)
+        state = manager.get_state().model_dump(mode="json")
+        team_id = lab.team_id
+    with SqliteStore(path) as store:
+        ends = [r.message() for r in store.records(team_id, kinds=["DispatchedMessage"]) if r.sender == "@Manager"]
+    states = [e.snapshot.state for e in ends if e.snapshot is not None]
+    assert states[0] is not None  # the first records it whole
+    assert None in states  # a turn that changed none of it records none of it
+    assert [s for s in states if s is not None][-1] == state  # the last one recorded is the state now
+    with Lab.resume(store=path) as again:
+        back = again.system.proxy_ask(again.member("@Manager"), BaseAgent).get_state().model_dump(mode="json")
+        assert back == state
+
+
 def test_resume_names_what_it_cannot_find(tmp_path: Path) -> None:
     path = tmp_path / "events.sqlite3"
     with pytest.raises(ConfigError, match="no team is stored"):
