@@ -148,15 +148,7 @@ def over_a_provider(folder: Path, *, n: int, pairs: int) -> dict[str, Any]:
     from aklab.lab.teamfile import team_from_dict
     from aklab.llm import ModelConfig
     from tests.fakeserver import FakeOpenAI, last_user_text, output
-
-    team = {
-        "name": "relay",
-        "entry": "Manager",
-        "roles": [
-            {"role": "Manager", "prompt": "You are Manager.", "routes_to": ["Developer"]},
-            {"role": "Developer", "prompt": "You are Developer."},
-        ],
-    }
+    from tests.lab.test_resume_real_provider import RELAY  # the relay the resume tests kill
 
     def respond(body: dict[str, Any]) -> Any:
         system = str(body["messages"][0].get("content") or "")
@@ -174,7 +166,7 @@ def over_a_provider(folder: Path, *, n: int, pairs: int) -> dict[str, Any]:
         model = ModelConfig(provider="openai-compatible", model="fake", base_url=server.url)
 
         def run(store: Any) -> float:
-            with Lab(team_from_dict(team), model=model, store=store) as lab:
+            with Lab(team_from_dict(RELAY), model=model, store=store) as lab:
                 lab.ask("Hire the Developer.", timeout=ASK_TIMEOUT)  # not timed: the hire
                 start = time.perf_counter()
                 for text in messages:

@@ -34,6 +34,7 @@ not taken up again: it would have been dropped unread had the kernel lived on.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -81,6 +82,12 @@ class StoredAsk:
     tokens: int = 0
     cost: float = 0.0
     messages: list[tuple[str, str, str]] = field(default_factory=list)  # (sender, recipient, text)
+
+    def charge(self, event: LlmUsageEvent) -> None:
+        """Count a request's tokens and cost (a cost that is not a finite number counts nothing)."""
+        self.tokens += event.total_tokens or 0
+        if event.cost_usd is not None and math.isfinite(event.cost_usd):
+            self.cost += event.cost_usd
 
 
 @dataclass
@@ -345,7 +352,7 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
     pending = [(to, m) for to, m in unfinished if m.ask_id not in cancelled]
     handled = finished - consumed.keys()  # handled to the end by their own turn
     asks = _open_asks(rows, {m.ask_id for _, m in pending if m.ask_id is not None}, handled, unsent)
-    recovered = _replays(answers, finished, counted_runs, members, pending, asks)
+    recovered = _replays(answers, counted_runs, members, pending, asks)
     planning = sorted(tasks.values(), key=lambda t: int(t.id[1:]) if t.id[1:].isdigit() else 0)
     dropped = len(unfinished) - len(pending)
     return StoredTeam(
@@ -366,7 +373,6 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
 
 def _replays(
     answers: dict[tuple[str, str], list[Any]],
-    finished: set[str],
     counted_runs: set[str],
     members: dict[str, StoredMember],
     pending: list[tuple[str, Any]],
@@ -375,28 +381,22 @@ def _replays(
     """Give each member the answers stored for the handlings it does again (``pending``), and
     return the usage of answers in unfinished handlings whose run never recorded it (paid,
     counted nowhere yet: in the members' budgets and the open asks' counters from now on)."""
-    import math
-
     for to, message in pending:
         stored = answers.get((to, message.id))
         if stored and to in members:
             members[to].replay[message.id] = [a.response for a in stored]
-    recovered = [
-        a.usage
-        for (_, message_id), stored in answers.items()
-        if message_id not in finished
-        for a in stored
-        if a.run_id not in counted_runs
-    ]
-    for event in recovered:
-        member = next((m for m in members.values() if m.name == event.agent), None)
-        if member is not None:
-            member.usage.append(event)
-        ask = asks.get(event.ask_id) if event.ask_id is not None else None
-        if ask is not None:
-            ask.tokens += event.total_tokens or 0
-            if event.cost_usd is not None and math.isfinite(event.cost_usd):
-                ask.cost += event.cost_usd
+    recovered: list[LlmUsageEvent] = []
+    for (agent_id, _), stored in answers.items():  # only unfinished handlings' answers are read back
+        for answer in stored:
+            if answer.run_id in counted_runs:
+                continue
+            event = answer.usage
+            recovered.append(event)
+            if agent_id in members:
+                members[agent_id].usage.append(event)
+            ask = asks.get(event.ask_id) if event.ask_id is not None else None
+            if ask is not None:
+                ask.charge(event)
     return recovered
 
 
@@ -434,7 +434,6 @@ def _open_asks(
     """The guard's counters of the asks in ``open_ids``, from their records (one more pass);
     ``finished``: the messages handled to the end (each was one model turn); ``unsent``:
     messages of handlings that never finished (not exchanged: sent again when redone)."""
-    import math
 
     from aklab.agent import AgentMessage
     from aklab.core import EventMessage, SentMessage
@@ -467,11 +466,8 @@ def _open_asks(
         elif row.kind == "EventMessage" and row.event_type == "LlmUsageEvent":
             record = row.message()
             assert isinstance(record, EventMessage)
-            event = record.event
-            if isinstance(event, LlmUsageEvent):
-                ask.tokens += event.total_tokens or 0
-                if event.cost_usd is not None and math.isfinite(event.cost_usd):
-                    ask.cost += event.cost_usd
+            if isinstance(record.event, LlmUsageEvent):
+                ask.charge(record.event)
     return asks
 
 

@@ -77,19 +77,32 @@ RELAY = {
         {"role": "Developer", "prompt": "You are Developer."},
     ],
 }
-CHILD = textwrap.dedent(
+#: How each child below ends: the relay on the server given as argv[2], stored at argv[1],
+#: is asked a question; the child then waits (for its kill, or for the test to end it).
+RUN_THE_RELAY = textwrap.dedent(
     """
-    import sys
-    from aklab.lab import Lab
-    from aklab.lab.teamfile import team_from_dict
-    from aklab.llm import ModelConfig
-    from tests.lab.test_resume_real_provider import RELAY
     cfg = ModelConfig(provider="openai-compatible", model="fake", base_url=sys.argv[2])
     lab = Lab(team_from_dict(RELAY), model=cfg, store=sys.argv[1])
     lab.send("What is the answer?")
     sys.stdin.read()
     """
 )
+CHILD = (
+    textwrap.dedent(
+        """
+    import sys
+    from aklab.lab import Lab
+    from aklab.lab.teamfile import team_from_dict
+    from aklab.llm import ModelConfig
+    from tests.lab.test_resume_real_provider import RELAY
+    """
+    )
+    + RUN_THE_RELAY
+)
+
+
+def _model(server: FakeOpenAI) -> ModelConfig:
+    return ModelConfig(provider="openai-compatible", model="fake", base_url=server.url)
 
 
 @contextmanager
@@ -144,12 +157,13 @@ def test_a_kernel_on_a_real_provider_killed_mid_exchange_resumes_and_finishes_ev
         os.kill(child.pid, signal.SIGKILL)  # the kernel dies while the Developer waits on the server
         assert child.wait(10) == -signal.SIGKILL
     answers.append(True)
-    cfg = ModelConfig(provider="openai-compatible", model="fake", base_url=fake_openai.url)
+    cfg = _model(fake_openai)
     resume_and_finish_the_relay_once(path, spec=team_from_dict(RELAY), model=cfg)
 
 
-CHILD_DIES_ENDING = textwrap.dedent(
-    """
+CHILD_DIES_ENDING = (
+    textwrap.dedent(
+        """
     import os, signal, sys
     from aklab.agent import BaseAgent
     from aklab.lab import Lab
@@ -168,11 +182,9 @@ CHILD_DIES_ENDING = textwrap.dedent(
         return snapshot(self)
 
     BaseAgent._handling_snapshot = dying
-    cfg = ModelConfig(provider="openai-compatible", model="fake", base_url=sys.argv[2])
-    lab = Lab(team_from_dict(RELAY), model=cfg, store=sys.argv[1])
-    lab.send("What is the answer?")
-    sys.stdin.read()
     """
+    )
+    + RUN_THE_RELAY
 )
 
 
@@ -201,7 +213,7 @@ def test_a_kernel_killed_as_a_handling_ends_never_delivered_what_it_sent_and_the
 
     assert asked_developer() == 0  # the held request never left the Manager
     assert _asked_manager(fake_openai) == 1
-    cfg = ModelConfig(provider="openai-compatible", model="fake", base_url=fake_openai.url)
+    cfg = _model(fake_openai)
     with Lab.resume(store=path, spec=team_from_dict(RELAY), model=cfg) as lab:
         report = lab.resume_report or ""
         assert "1 message(s) re-delivered" in report  # the question
@@ -237,8 +249,9 @@ def _asked_manager(fake_openai: FakeOpenAI) -> int:
     )
 
 
-CHILD_DIES_ANSWERED = textwrap.dedent(
-    """
+CHILD_DIES_ANSWERED = (
+    textwrap.dedent(
+        """
     import os, signal, sys
     from aklab.agent import BaseAgent
     from aklab.lab import Lab
@@ -254,11 +267,9 @@ CHILD_DIES_ANSWERED = textwrap.dedent(
             os.kill(os.getpid(), signal.SIGKILL)  # before its run ends and reports its usage
 
     BaseAgent._on_response = dying
-    cfg = ModelConfig(provider="openai-compatible", model="fake", base_url=sys.argv[2])
-    lab = Lab(team_from_dict(RELAY), model=cfg, store=sys.argv[1])
-    lab.send("What is the answer?")
-    sys.stdin.read()
     """
+    )
+    + RUN_THE_RELAY
 )
 
 
@@ -278,7 +289,7 @@ def test_a_kernel_killed_as_the_model_answers_resumes_with_that_answer_and_pays_
         assert not store.records(kinds=["LlmUsageEvent"])  # the run never got to report it
         [answer] = [r.message() for r in store.records(kinds=["ModelResponseEvent"])]
     assert answer.event.agent == "@Manager" and answer.event.usage.requests == 1
-    cfg = ModelConfig(provider="openai-compatible", model="fake", base_url=fake_openai.url)
+    cfg = _model(fake_openai)
     with Lab.resume(store=path, spec=team_from_dict(RELAY), model=cfg) as lab:
         report = lab.resume_report or ""
         assert "1 model answer(s) given again rather than paid twice" in report
@@ -350,7 +361,7 @@ def test_a_message_an_unfinished_handling_never_sent_stays_unsent_after_the_hand
         )
 
     assert asked_developer() == 1  # by the first question only
-    cfg = ModelConfig(provider="openai-compatible", model="fake", base_url=fake_openai.url)
+    cfg = _model(fake_openai)
     with Lab.resume(store=path, spec=team_from_dict(RELAY), model=cfg) as lab:
         report = lab.resume_report or ""
         assert "1 message(s) an unfinished handling never sent (it runs again)" in report
@@ -392,7 +403,7 @@ def test_a_stored_answer_that_no_longer_reads_back_is_asked_for_again_with_a_war
             "WHERE event_type = 'ModelResponseEvent'"
         )
     db.close()
-    cfg = ModelConfig(provider="openai-compatible", model="fake", base_url=fake_openai.url)
+    cfg = _model(fake_openai)
     caplog.set_level(logging.WARNING, "aklab.lab")
     with Lab.resume(store=path, spec=team_from_dict(RELAY), model=cfg) as lab:
         report = lab.resume_report or ""
