@@ -282,20 +282,29 @@ def test_a_store_locked_by_another_process_fails_the_subscriber_not_the_actor(
     store.close()
 
 
-def test_a_file_made_with_the_old_touch_trigger_drops_it_and_keeps_last_activity_current(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "trigger",
+    [
+        # as aklab wrote its files at first: the team row updated on every insert
+        "CREATE TRIGGER events_touch_team AFTER INSERT ON events BEGIN "
+        "INSERT OR IGNORE INTO teams (team_id, created_at, last_activity) "
+        "VALUES (NEW.team_id, NEW.created_at, NEW.created_at); "
+        "UPDATE teams SET last_activity = NEW.created_at WHERE team_id = NEW.team_id; END",
+        # and later: the team row made by a trigger on every insert
+        "CREATE TRIGGER events_new_team AFTER INSERT ON events BEGIN "
+        "INSERT OR IGNORE INTO teams (team_id, created_at, last_activity) "
+        "VALUES (NEW.team_id, NEW.created_at, NEW.created_at); END",
+    ],
+    ids=["touch", "new-team"],
+)
+def test_a_file_made_with_an_old_trigger_drops_it_and_keeps_last_activity_current(tmp_path: Path, trigger: str) -> None:
     path, team = tmp_path / "events.sqlite3", new_team_id()
     with SqliteStore(path) as store:
         first = sent("first")
         store.append(first, team)
     conn = sqlite3.connect(path)
-    try:  # as aklab wrote its files before: a trigger updating the team row on every insert
-        conn.execute("DROP TRIGGER events_new_team")
-        conn.execute(
-            "CREATE TRIGGER events_touch_team AFTER INSERT ON events BEGIN "
-            "INSERT OR IGNORE INTO teams (team_id, created_at, last_activity) "
-            "VALUES (NEW.team_id, NEW.created_at, NEW.created_at); "
-            "UPDATE teams SET last_activity = NEW.created_at WHERE team_id = NEW.team_id; END"
-        )
+    try:
+        conn.execute(trigger)
         conn.commit()
     finally:
         conn.close()
@@ -304,8 +313,32 @@ def test_a_file_made_with_the_old_touch_trigger_drops_it_and_keeps_last_activity
     with SqliteStore(path) as store:
         store.append(later, team)
         triggers = {r[0] for r in store._db().execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
-        assert "events_touch_team" not in triggers and "events_new_team" in triggers
+        assert triggers == {"events_no_update", "events_no_delete"}
         assert [t.last_activity for t in store.teams() if t.team_id == team] == [later.created_at]
+
+
+def test_a_team_row_is_written_with_its_first_record_once_per_team(tmp_path: Path) -> None:
+    """No trigger makes the team row: the store writes it with the team's first record
+    (in the same transaction), for every team of a batch, again after ``forget``, and for a
+    team another store object (another kernel) writes to."""
+    path, one, two = tmp_path / "events.sqlite3", new_team_id(), new_team_id()
+    store = SqliteStore(path)
+    first = sent("first")
+    store.append_later(first, one)
+    store.append_later(sent("second"), two)
+    store.append(sent("third"), one)
+    assert sorted(t.team_id for t in store.teams()) == sorted([one, two])
+    assert [t.created_at for t in store.teams() if t.team_id == one] == [first.created_at]
+    assert store.forget(one) == 2
+    assert [t.team_id for t in store.teams()] == [two]
+    store.append(sent("again"), one)
+    assert sorted(t.team_id for t in store.teams()) == sorted([one, two])
+    other = SqliteStore(path)
+    three = new_team_id()
+    other.append(sent("elsewhere"), three)
+    assert three in {t.team_id for t in store.teams()}
+    other.close()
+    store.close()
 
 
 def test_a_file_left_in_the_middle_of_a_checkpoint_opens_with_every_record(tmp_path: Path) -> None:
