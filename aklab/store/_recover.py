@@ -61,7 +61,7 @@ def recover(store_class: type[SqliteStore], path: Path) -> RecoveryReport:
             span = spans.setdefault(row[1], [row[12], row[12]])
             span[0], span[1] = min(span[0], row[12]), max(span[1], row[12])
         for team_id, (first, last) in spans.items():
-            if team_id not in known:  # its team row was in the damaged part (the insert trigger made one)
+            if team_id not in known:  # its team row was in the damaged part
                 conn.execute(
                     "INSERT OR REPLACE INTO teams (team_id, name, created_at, last_activity) VALUES (?, '', ?, ?)",
                     (team_id, first, last),
