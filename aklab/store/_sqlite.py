@@ -344,7 +344,10 @@ class SqliteStore(QueuedWrites, EventStore):
         A team's row in ``teams`` is written here, in the transaction of its first record
         (first for this object: ``save_team`` writes it too). A trigger did it before, on
         every row: it ran a sub-program per row (bench B10: 0.2-0.6 ms of the store's ~3 ms
-        per relayed message)."""
+        per relayed message). A team that another process forgets while this object goes on
+        appending to it without a claim gets no new row: its later records are kept and
+        read, but ``teams()`` does not list it (a lab claims its team, and ``forget``
+        refuses a claimed team)."""
         conn = self._db()
         # One cursor for every append: ``conn.execute`` makes a cursor each time, and the
         # connection keeps a weak reference to each until it sweeps them (every 200), so
