@@ -7,9 +7,11 @@ from aklab.agent.events import (
     AgentBusyEvent,
     AgentSnapshotEvent,
     ContextUpdateEvent,
+    ModelRequestEvent,
     ModelResponseEvent,
     OperatorActionEvent,
     RoutingSkippedEvent,
+    UnansweredRequestsEvent,
 )
 from aklab.agent.human_proxy import HumanInbox, HumanProxy
 from aklab.agent.messages import AgentMessage, LlmRenderable, MailboxPreviewable
@@ -30,11 +32,13 @@ __all__ = [
     "LlmRenderable",
     "MailboxPreviewable",
     "MailboxRenderError",
+    "ModelRequestEvent",
     "ModelResponseEvent",
     "OperatorActionEvent",
     "Request",
     "RoutingSkippedEvent",
     "RunInterruptedError",
     "StructuredOutput",
+    "UnansweredRequestsEvent",
     "resolve_recipient",
 ]

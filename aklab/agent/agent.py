@@ -44,6 +44,7 @@ from aklab.agent.events import (
     AgentBusyEvent,
     AgentSnapshotEvent,
     ContextUpdateEvent,
+    ModelRequestEvent,
     ModelResponseEvent,
     OperatorActionEvent,
     RoutingSkippedEvent,
@@ -135,6 +136,7 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
             on_tool_call=self.notify_event,
             on_stream=self.notify_event,
             on_response=self._on_response,
+            on_request=self._on_request,
             run_line=partial(turn_line, width=self.config.compaction_cfg.digest_line_chars),
         )
         self.notify_event(CommandsAnnouncedEvent(agent=self.config.name, commands=self._command_registry.descriptors()))
@@ -416,6 +418,18 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
                 run_id=usage.run_id,
                 response=response,
                 usage=usage,
+            )
+        )
+
+    def _on_request(self, run_id: str) -> None:
+        """A request is about to go to a model outside this process: in a stored team's
+        handling, store that first (a resume can then tell a request the crash cut short)."""
+        handling = self._holding()
+        if handling is None or self._system is None or not self._system.persist:
+            return
+        self.notify_event(
+            ModelRequestEvent(
+                agent=self.config.name, agent_id=self.myAddress.agent_id, message_id=handling, run_id=run_id
             )
         )
 

@@ -13,9 +13,11 @@ __all__ = [
     "AgentBusyEvent",
     "AgentSnapshotEvent",
     "ContextUpdateEvent",
+    "ModelRequestEvent",
     "ModelResponseEvent",
     "OperatorActionEvent",
     "RoutingSkippedEvent",
+    "UnansweredRequestsEvent",
 ]
 
 
@@ -110,6 +112,32 @@ class AgentSnapshotEvent(BaseModel):
                 f"snapshot of {self.agent} refers to messages it does not have "
                 f"({len(self.refs)} refs, {len(self.messages)} messages, {len(previous)} before)"
             ) from None
+
+
+class ModelRequestEvent(BaseModel):
+    """A request about to go to a model outside this process (a team with an event store),
+    stored before it is sent. One that has no answer (``ModelResponseEvent``) in a handling
+    the kernel never finished went out (or was about to) and never came back: it may have
+    been paid for, and what it cost is unknown. A resume reports such requests once
+    (``UnansweredRequestsEvent``); the handling, done again, asks afresh.
+
+    ``message_id`` is the handled message, ``run_id`` the run (``LlmUsageEvent.run_id``)."""
+
+    aklab_log_limit: ClassVar[int] = 1  # the store keeps them all; memory only the last
+    aklab_commit_now: ClassVar[bool] = True  # durable before the request leaves
+
+    agent: str
+    agent_id: str
+    message_id: str
+    run_id: str
+
+
+class UnansweredRequestsEvent(BaseModel):
+    """Model requests (the ids of their ``ModelRequestEvent`` records) a resume found sent by
+    handlings the kernel never finished, with no answer stored: reported by that resume, and
+    left out by later ones."""
+
+    record_ids: list[str]
 
 
 class ModelResponseEvent(BaseModel):

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -111,6 +112,10 @@ class StoredTeam:
     recovered: list[LlmUsageEvent] = field(default_factory=list)
     """Usage of requests answered in a handling that never finished, whose run never got to record
     it (``ModelResponseEvent.usage``): the resume records it, so each paid request counts once."""
+    unanswered: list[str] = field(default_factory=list)
+    """Requests to a model outside the kernel (ids of their ``ModelRequestEvent`` records) sent by
+    a handling that never finished, with no answer stored: perhaps paid for, their usage unknown.
+    The resume records them (``UnansweredRequestsEvent``); a later resume leaves them out."""
 
     @property
     def replayed(self) -> int:
@@ -138,6 +143,11 @@ class StoredTeam:
             more += f", {self.replayed} model answer(s) given again rather than paid twice"
         if self.recovered:
             more += f", the usage of {len(self.recovered)} request(s) a crash cut short recorded"
+        if self.unanswered:
+            more += (
+                f", {len(self.unanswered)} model request(s) in flight when the kernel stopped "
+                "(sent, perhaps paid for, never answered: their usage is unknown and not counted)"
+            )
         return (
             f"resumed team {self.info.name!r} ({self.team_id[:8]}): {len(agents)} agents ({', '.join(agents)}), "
             f"{len(self.pending)} message(s) re-delivered, {len(self.replies)} earlier repl(ies) to @Human{more}, "
@@ -221,7 +231,7 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
     chosen as :func:`pick_team` says with ``skip_running``). Raises ``TeamInUseError`` for a
     team a lab runs now (before reading it)."""
     from aklab.agent import AgentMessage
-    from aklab.agent.events import ModelResponseEvent
+    from aklab.agent.events import ModelResponseEvent, UnansweredRequestsEvent
     from aklab.core import (
         DispatchedMessage,
         EventMessage,
@@ -262,6 +272,8 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
     consumed: dict[str, str | None] = {}  # message id -> the message whose run read it (None: withdrawn)
     known_unsent: set[str] = set()  # found by an earlier resume (UnsentMessagesEvent)
     answer_rows: list[tuple[str | None, StoredRecord]] = []  # (handled message id, row): decoded if unfinished
+    request_rows: list[tuple[Any, Any, str]] = []  # (handled message id, run id, record id) of ModelRequestEvents
+    known_unanswered: set[str] = set()  # reported by an earlier resume (UnansweredRequestsEvent)
     counted_runs: set[str] = set()  # runs whose usage is stored
     for row in rows:
         kind = row.kind
@@ -308,6 +320,12 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
             cancelled.add(row.ask_id)
         elif kind == "EventMessage" and row.event_type == "ModelResponseEvent":
             answer_rows.append((_event_field(row, "message_id"), row))
+        elif kind == "EventMessage" and row.event_type == "ModelRequestEvent":
+            request_rows.append((_event_field(row, "message_id"), _event_field(row, "run_id"), row.record_id))
+        elif kind == "EventMessage" and row.event_type == "UnansweredRequestsEvent":
+            record = row.message()
+            if isinstance(record, EventMessage) and isinstance(record.event, UnansweredRequestsEvent):
+                known_unanswered.update(record.event.record_ids)
         elif kind == "EventMessage" and row.event_type == "UnsentMessagesEvent":
             record = row.message()
             if isinstance(record, EventMessage) and isinstance(record.event, UnsentMessagesEvent):
@@ -353,6 +371,7 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
     handled = finished - consumed.keys()  # handled to the end by their own turn
     asks = _open_asks(rows, {m.ask_id for _, m in pending if m.ask_id is not None}, handled, unsent)
     recovered = _replays(answers, counted_runs, members, pending, asks)
+    unanswered = _unanswered(request_rows, finished, answers, known_unanswered)
     planning = sorted(tasks.values(), key=lambda t: int(t.id[1:]) if t.id[1:].isdigit() else 0)
     dropped = len(unfinished) - len(pending)
     return StoredTeam(
@@ -368,7 +387,25 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
         [mid for mid in held if mid in unsent and mid not in known_unsent],  # found now, in send order
         [members[a] for a in unhired],
         recovered,
+        unanswered,
     )
+
+
+def _unanswered(
+    request_rows: list[tuple[Any, Any, str]],
+    finished: set[str],
+    answers: dict[tuple[str, str], list[Any]],
+    known: set[str],
+) -> list[str]:
+    """The ids of the ``ModelRequestEvent`` records of handlings that never finished whose
+    request got no stored answer (each run asks one request at a time: its starts beyond its
+    answers), leaving out those an earlier resume reported."""
+    answered = Counter(a.run_id for stored in answers.values() for a in stored)
+    starts: dict[Any, list[str]] = {}
+    for handling_id, run_id, record_id in request_rows:
+        if handling_id not in finished:
+            starts.setdefault(run_id, []).append(record_id)
+    return [r for run_id, ids in starts.items() for r in ids[answered[run_id] :] if r not in known]
 
 
 def _replays(
@@ -508,6 +545,10 @@ def restore_team(lab: Lab, stored: StoredTeam) -> None:
         lab.orchestrator.team_log.record(StopMessage(sender=address))
     if stored.unsent:  # before the handling that held them is done again
         lab.orchestrator.team_log.record(EventMessage(event=UnsentMessagesEvent(message_ids=stored.unsent)))
+    if stored.unanswered:
+        from aklab.agent import UnansweredRequestsEvent
+
+        lab.orchestrator.team_log.record(EventMessage(event=UnansweredRequestsEvent(record_ids=stored.unanswered)))
     for event in stored.recovered:  # stored, and in lab.usage(), like any request's usage
         lab.orchestrator.team_log.record(EventMessage(event=event, ask_id=event.ask_id))
     for member in agents:

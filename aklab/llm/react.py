@@ -93,6 +93,7 @@ T = TypeVar("T")
 
 UsageSink = Callable[[LlmUsageEvent], None]
 ResponseSink = Callable[[ModelResponse, LlmUsageEvent], None]
+RequestSink = Callable[[str], None]
 ToolSink = Callable[[ToolCallEvent], None]
 
 SUMMARY_PROMPT = (
@@ -123,6 +124,7 @@ class ReactAgent:
         on_tool_call: ToolSink | None = None,
         on_stream: StreamSink | None = None,
         on_response: ResponseSink | None = None,
+        on_request: RequestSink | None = None,
         stream_min_chars: int = DEFAULT_MIN_CHARS,
         run_line: RunLine | None = None,
     ) -> None:
@@ -142,6 +144,9 @@ class ReactAgent:
         self.on_response = on_response
         """Called with each answer of a model outside this process as it arrives (and its
         usage), before the run goes on: a team with an event store stores it at once."""
+        self.on_request = on_request
+        """Called with the run id before each request to a model outside this process is sent
+        (not for an answer given again from ``replay``): a team with an event store stores it."""
         self.replay: deque[ModelResponse] = deque()
         """Answers to give the next requests instead of asking the model, taken in order by
         the runs that come (a handling done again after a resume; see ``aklab.llm.replay``)."""
@@ -163,8 +168,11 @@ class ReactAgent:
         self._task: asyncio.Task[Any] | None = None
         self._task_lock = threading.Lock()
         self._tap = _RequestTap()
-        if on_response is not None and not in_process(self._resolved.model):
-            self._tap.on_end = self._answered
+        if not in_process(self._resolved.model):
+            if on_response is not None:
+                self._tap.on_end = self._answered
+            if on_request is not None:
+                self._tap.on_start = self._requesting
         self._collapsed = 0  # messages the last failed run left (its prompt and one line)
         model = self._resolved.model
         self._can_stream = runtime.stream and model_can_stream(model)
@@ -366,6 +374,16 @@ class ReactAgent:
         if messages_item_type(getattr(target, "output", target)) is None:
             return None
         return OutputStreamer(agent=self.name, run_id=run_id, sink=sink, min_chars=self.stream_min_chars)
+
+    def _requesting(self) -> None:
+        """The tap saw a request about to go out: tell ``on_request``."""
+        run_id, sink = self.current_run_id, self.on_request
+        if sink is None or run_id is None:
+            return
+        try:
+            sink(run_id)
+        except Exception:  # never into the run: the request goes out all the same
+            log.exception("%s: storing a model request before it went out failed", self.name)
 
     def _answered(self, record: _Record) -> None:
         """The tap saw an answer arrive: hand it, with its usage, to ``on_response``."""
@@ -605,6 +623,7 @@ class _RequestTap(AbstractCapability[Any]):
 
     records: list[_Record] = field(default_factory=list)
     on_end: Callable[[_Record], None] | None = None  # told of each answer as it arrives
+    on_start: Callable[[], None] | None = None  # told of each request before it is sent
     _started: float = 0.0
     _request: Any = None
     _pending: bool = False  # a request went out and has not ended (yet, or ever: cancelled)
@@ -627,6 +646,8 @@ class _RequestTap(AbstractCapability[Any]):
         self.records.append(_Record(started, self._request, None, None))
 
     async def prepare_model_request(self, ctx: RunContext[Any], request_context: Any) -> Any:
+        if self.on_start is not None:  # not for an answer given again (Replay): none is asked for
+            self.on_start()
         self._started = time.time()
         self._request = request_context
         self._pending = True

@@ -161,6 +161,40 @@ def test_a_kernel_on_a_real_provider_killed_mid_exchange_resumes_and_finishes_ev
     resume_and_finish_the_relay_once(path, spec=team_from_dict(RELAY), model=cfg)
 
 
+def test_a_request_in_flight_when_the_kernel_dies_is_reported_once_by_the_resume(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """Each request to a model outside the kernel is stored before it leaves: the Developer's,
+    which the server holds when the kernel is killed, has no answer, so the resume reports it
+    (perhaps paid for, its usage unknown) and records that it did; a later resume does not
+    report it again. Answered requests and the ones of the run done again are not reported."""
+    path = tmp_path / "events.sqlite3"
+    answers: list[bool] = []
+    fake_openai.default = _relay(answers)
+    with _kernel(CHILD, path, fake_openai.url) as child:
+        assert fake_openai.wait_hanging(60), "the child's Developer never reached the server"
+        os.kill(child.pid, signal.SIGKILL)
+        assert child.wait(10) == -signal.SIGKILL
+    with SqliteStore(path) as store:
+        requests = [r.message() for r in store.records(kinds=["ModelRequestEvent"])]
+        answered = store.records(kinds=["ModelResponseEvent"])
+    assert [r.event.agent for r in requests] == ["@Manager", "@Developer"]  # the held one was stored before it left
+    assert [r.message().event.agent for r in answered] == ["@Manager"]
+    answers.append(True)
+    cfg = _model(fake_openai)
+    with Lab.resume(store=path, spec=team_from_dict(RELAY), model=cfg) as lab:
+        report = lab.resume_report or ""
+        assert "1 model request(s) in flight when the kernel stopped" in report, report
+        assert lab.wait(20)
+        assert [m.content for m in lab.replies()] == ["relayed: 42"]
+    with SqliteStore(path) as store:
+        [noted] = [r.message().event for r in store.records(kinds=["UnansweredRequestsEvent"])]
+        assert noted.record_ids == [requests[1].id]
+        assert len(store.records(kinds=["ModelRequestEvent"])) == 4  # and the Developer's again, the Manager's last
+    with Lab.resume(store=path, spec=team_from_dict(RELAY), model=cfg) as again:
+        assert "in flight" not in (again.resume_report or "")
+
+
 CHILD_DIES_ENDING = (
     textwrap.dedent(
         """
@@ -221,6 +255,7 @@ def test_a_kernel_killed_as_a_handling_ends_never_delivered_what_it_sent_and_the
         assert "1 member(s) it hired left out (hired again if it does)" in report
         assert "1 model answer(s) given again rather than paid twice" in report
         assert "cut short" not in report  # its run had ended: its usage was stored
+        assert "in flight" not in report  # its one request was answered
         assert lab.wait(20)
         assert [m.content for m in lab.replies()] == ["relayed: 42"]
         names = sorted(m.name for m in lab.team())
@@ -235,6 +270,8 @@ def test_a_kernel_killed_as_a_handling_ends_never_delivered_what_it_sent_and_the
     requests = [r.message_id for r in rows if r.kind == "SentMessage" and r.recipient == "@Developer"]
     ends = Counter(r.message_id for r in rows if r.kind in ("DispatchedMessage", "HandledMessage"))
     assert len(requests) == 2 and ends[requests[0]] == 0 and ends[requests[1]] == 1  # the first was never delivered
+    # every request the server had was stored once as it left; the answer given again was asked of no one
+    assert sum(r.event_type == "ModelRequestEvent" for r in rows) == len(fake_openai.bodies) == 3
     with Lab.resume(store=path, spec=team_from_dict(RELAY), model=cfg) as again:  # the left-out member stays out
         assert sorted(m.name for m in again.team()) == names
         assert "left out" not in (again.resume_report or "")
@@ -413,3 +450,24 @@ def test_a_stored_answer_that_no_longer_reads_back_is_asked_for_again_with_a_war
         assert [m.content for m in lab.replies()] == ["relayed: 42"]
     assert any("stored model answer could not be read back" in r.getMessage() for r in caplog.records)
     assert _asked_manager(fake_openai) == 2  # asked again: nothing to give
+
+
+def test_a_request_without_an_answer_is_counted_per_run_and_reported_once() -> None:
+    """What the resume reports as in flight: in handlings that never finished, each run's
+    requests beyond its stored answers (a run asks one at a time), not those of finished
+    handlings, nor those an earlier resume reported (a kernel that died twice)."""
+    from types import SimpleNamespace
+
+    from aklab.lab.resume import _unanswered
+
+    rows = [
+        ("done", "r0", "q0"),  # a finished handling's request: never reported
+        ("cut", "r1", "q1"),  # answered
+        ("cut", "r1", "q2"),  # in flight
+        ("cut", "r2", "q3"),  # a run reported by the resume before, done again and cut short again
+        ("cut", "r3", "q4"),  # the run done again after that resume: in flight
+    ]
+    answers = {("agent", "cut"): [SimpleNamespace(run_id="r1")]}
+    assert _unanswered(rows, {"done"}, answers, set()) == ["q2", "q3", "q4"]
+    assert _unanswered(rows, {"done"}, answers, {"q3"}) == ["q2", "q4"]
+    assert _unanswered(rows, {"done", "cut"}, answers, set()) == []

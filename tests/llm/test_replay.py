@@ -20,6 +20,7 @@ from aklab.llm import LlmUsageEvent, ModelConfig
 from aklab.llm.demo import demo_model
 from aklab.llm.react import ReactAgent
 from aklab.llm.replay import in_process
+from tests.fakeserver import FakeOpenAI
 
 REPLY = {"messages": [{"message_type": "response", "recipient": "@Human", "message": "from the model"}]}
 STORED = {"messages": [{"message_type": "response", "recipient": "@Human", "message": "from the store"}]}
@@ -121,3 +122,35 @@ def test_models_answering_in_this_process_are_told_apart_from_servers() -> None:
     assert in_process(demo_model())
     server = OpenAIChatModel("fake", provider=OpenAIProvider(base_url="http://127.0.0.1:9/v1", api_key="unused"))
     assert not in_process(server)
+
+
+def test_a_request_to_a_server_is_told_before_it_leaves_and_an_answer_given_again_is_not(
+    fake_openai: FakeOpenAI,
+) -> None:
+    """``on_request`` (a stored team stores the request then) comes before the server has the
+    request, once per request, through pydantic-ai's OpenAI provider; a stored answer given
+    again asks no one, so nothing is told; a model in this process is never told about."""
+    from pydantic_ai.messages import TextPart
+
+    from tests.fakeserver import output, tool_names
+
+    fake_openai.default = output(REPLY)
+    told: list[tuple[str, int]] = []
+    agent = ReactAgent(
+        name="@Solo",
+        model_cfg=ModelConfig(provider="openai-compatible", model="fake", base_url=fake_openai.url),
+        on_request=lambda run_id: told.append((run_id, len(fake_openai.bodies))),
+    )
+    out = agent.run_sync("Say something.", output_type=StructuredOutput)
+    assert [m.message for m in out.messages] == ["from the model"]
+    [(run_id, had)] = told
+    assert had == 0 and run_id  # told before the server had it
+    assert tool_names(fake_openai.bodies[0]) == []  # this profile asks for its output as JSON text
+    agent.replay = deque([ModelResponse(parts=[TextPart(json.dumps(STORED))], model_name="fake")])
+    again = agent.run_sync("Again.", output_type=StructuredOutput)
+    assert [m.message for m in again.messages] == ["from the store"]
+    assert len(told) == 1 and len(fake_openai.bodies) == 1
+    calls: list[int] = []
+    local = ReactAgent(name="@Solo", model_cfg=ModelConfig(model=_model(calls)), on_request=told.append)
+    local.run_sync("Say something.", output_type=StructuredOutput)
+    assert calls == [1] and len(told) == 1
