@@ -18,6 +18,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from aklab.batch._attempt import Outcome
@@ -98,6 +99,10 @@ class BatchResult:
 
     def _attempt_ended(self, index: int, outcome: Outcome, final: bool, counted: bool = True) -> None:
         with self._lock:
+            running = self._running.get(index)
+            if not outcome.worker and running is not None and running[0] == outcome.key[1] and running[1]:
+                # given up on by the driver, or its worker lost: it ran where it started
+                outcome = replace(outcome, worker=running[1])
             if counted:
                 self._attempts.append(outcome)
                 self._retried += outcome.key[1] > 1

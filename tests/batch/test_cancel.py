@@ -143,3 +143,4 @@ def test_timeouts_are_enforced_even_when_a_check_never_returns() -> None:
     assert table.loc["stuck", "status"] == "timeout" and "abandoned" in table.loc["stuck", "error"]
     assert table.loc["s2", "status"] == "ok"
     assert took < 0.5 + GIVE_UP_GRACE + 2.0
+    assert result.workers["attempts"].sum() == 2  # the abandoned attempt too, on the worker it started on
