@@ -19,10 +19,11 @@ full garbage collection), which the budgeted figure keeps.
 
 A third, unbudgeted figure runs the relay through pydantic-ai's OpenAI provider against a
 loopback OpenAI-compatible server (the test suite's), where the store also keeps each model
-answer as it arrives: what the store costs on the path a real model takes. Two more labs in the same
-lockstep have stores that keep nothing, one of them encoding every record as the SQLite
-store does: the differences of the medians split the store's cost into the records a stored
-team makes (agent snapshots, end records), their encoding, and the writes and commits.
+request before it leaves and each answer as it arrives: what the store costs on the path a
+real model takes. Two more labs in the same lockstep have stores that keep nothing, one of
+them encoding every record as the SQLite store does: the differences of the medians split
+the store's cost into the records a stored team makes (agent snapshots, end records), their
+encoding, and the writes and commits.
 """
 
 from __future__ import annotations
@@ -131,7 +132,7 @@ def run(*, smoke: bool = False, repeat: int = 3, context: dict[str, Any] | None 
                 f"{provider['pairs']} pairs of {provider['messages']} messages, ratios "
                 f"{min(provider['pair_ratios']):.2f}-{max(provider['pair_ratios']):.2f}x; "
                 f"{provider['without_ms']:.1f} ms per human message without the store, "
-                f"{provider['added_ms']:.2f} ms added (each model answer stored as it arrives included)"
+                f"{provider['added_ms']:.2f} ms added (each model request and answer stored as it comes included)"
             ),
             details=provider,
         ),
@@ -143,7 +144,7 @@ def over_a_provider(folder: Path, *, n: int, pairs: int) -> dict[str, Any]:
     provider against the test suite's fake OpenAI-compatible server on 127.0.0.1 (zero
     latency: every millisecond is aklab's, the client's or the server's), with the SQLite store
     and without, in back-to-back pairs. With a model outside the process the store also keeps
-    each answer as it arrives (one more commit per request)."""
+    each request before it leaves and each answer as it arrives (two more commits per request)."""
     from aklab.lab import Lab
     from aklab.lab.teamfile import team_from_dict
     from aklab.llm import ModelConfig
