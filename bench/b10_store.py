@@ -15,15 +15,15 @@ A second, unbudgeted figure takes the drift out at the scale of one message: lab
 store and without answer the same messages in lockstep (message by message, the order
 rotating), each ask timed on its own; the figure is the median ask time with the store over
 the median without. It leaves out what a whole run pays now and then (a WAL checkpoint, a
-full garbage collection), which the budgeted figure keeps.
+full garbage collection), which the budgeted figure keeps. Two more labs in the same
+lockstep have stores that keep nothing, one of them encoding every record as the SQLite
+store does: the differences of the medians split the store's cost into the records a stored
+team makes (agent snapshots, end records), their encoding, and the writes and commits.
 
 A third, unbudgeted figure runs the relay through pydantic-ai's OpenAI provider against a
 loopback OpenAI-compatible server (the test suite's), where the store also keeps each model
 request before it leaves and each answer as it arrives: what the store costs on the path a
-real model takes. Two more labs in the same lockstep have stores that keep nothing, one of
-them encoding every record as the SQLite store does: the differences of the medians split
-the store's cost into the records a stored team makes (agent snapshots, end records), their
-encoding, and the writes and commits.
+real model takes.
 """
 
 from __future__ import annotations

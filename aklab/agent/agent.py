@@ -403,11 +403,18 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
             state=None if unchanged else state,
         )
 
+    def _stored_handling(self) -> str | None:
+        """The id of the message this member handles now, in a team with an event store."""
+        handling = self._holding()
+        if handling is None or self._system is None or not self._system.persist:
+            return None
+        return handling
+
     def _on_response(self, response: Any, usage: LlmUsageEvent) -> None:
         """A model outside this process answered: in a stored team's handling, store the answer
         at once (a handling done again after a crash gives it again instead of asking twice)."""
-        handling = self._holding()
-        if handling is None or self._system is None or not self._system.persist:
+        handling = self._stored_handling()
+        if handling is None:
             return
         usage.ask_id = self.ask_id
         self.notify_event(
@@ -424,8 +431,8 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
     def _on_request(self, run_id: str) -> None:
         """A request is about to go to a model outside this process: in a stored team's
         handling, store that first (a resume can then tell a request the crash cut short)."""
-        handling = self._holding()
-        if handling is None or self._system is None or not self._system.persist:
+        handling = self._stored_handling()
+        if handling is None:
             return
         self.notify_event(
             ModelRequestEvent(

@@ -114,22 +114,25 @@ class AgentSnapshotEvent(BaseModel):
             ) from None
 
 
-class ModelRequestEvent(BaseModel):
-    """A request about to go to a model outside this process (a team with an event store),
-    stored before it is sent. One that has no answer (``ModelResponseEvent``) in a handling
-    the kernel never finished went out (or was about to) and never came back: it may have
-    been paid for, and what it cost is unknown. A resume reports such requests once
-    (``UnansweredRequestsEvent``); the handling, done again, asks afresh.
-
+class _ModelCallEvent(BaseModel):
+    """A request to a model outside this process, or its answer, in a stored team's handling:
     ``message_id`` is the handled message, ``run_id`` the run (``LlmUsageEvent.run_id``)."""
 
     aklab_log_limit: ClassVar[int] = 1  # the store keeps them all; memory only the last
-    aklab_commit_now: ClassVar[bool] = True  # durable before the request leaves
+    aklab_commit_now: ClassVar[bool] = True  # durable before anything else happens
 
     agent: str
     agent_id: str
     message_id: str
     run_id: str
+
+
+class ModelRequestEvent(_ModelCallEvent):
+    """A request about to go to a model outside this process (a team with an event store),
+    stored before it is sent. One that has no answer (``ModelResponseEvent``) in a handling
+    the kernel never finished went out (or was about to) and never came back: it may have
+    been paid for, and what it cost is unknown. A resume reports such requests once
+    (``UnansweredRequestsEvent``); the handling, done again, asks afresh."""
 
 
 class UnansweredRequestsEvent(BaseModel):
@@ -140,22 +143,13 @@ class UnansweredRequestsEvent(BaseModel):
     record_ids: list[str]
 
 
-class ModelResponseEvent(BaseModel):
+class ModelResponseEvent(_ModelCallEvent):
     """A model's answer to one request, stored the moment it arrives (a team with an event
     store, a model outside this process): if the kernel dies before the handling that asked
     ends, the resume does that handling again with these answers instead of asking the model
-    again (it was paid for once), and records ``usage`` if the run never got to.
-
-    ``message_id`` is the handled message, ``run_id`` the run (``LlmUsageEvent.run_id``)."""
+    again (it was paid for once), and records ``usage`` if the run never got to."""
 
     model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
 
-    aklab_log_limit: ClassVar[int] = 1  # the store keeps them all; memory only the last
-    aklab_commit_now: ClassVar[bool] = True  # durable before anything else happens
-
-    agent: str
-    agent_id: str
-    message_id: str
-    run_id: str
     response: Annotated[ModelResponse, PlainSerializer(_as_is, return_type=Any, when_used="json")]
     usage: LlmUsageEvent

@@ -512,7 +512,7 @@ def restore_team(lab: Lab, stored: StoredTeam) -> None:
     """Start the stored members of ``stored`` in ``lab`` under their own ids, give each its
     history, state and budget back, the team its planning board and its open asks their
     guard counters, then re-deliver what was never finished (``Lab.resume``)."""
-    from aklab.agent import BaseAgent, HumanProxy
+    from aklab.agent import BaseAgent, HumanProxy, UnansweredRequestsEvent
     from aklab.core import ActorAddress, BaseConfig, EventMessage, StopMessage, UnsentMessagesEvent
 
     human = next((m for m in stored.members if m.is_user_proxy), None)
@@ -546,8 +546,6 @@ def restore_team(lab: Lab, stored: StoredTeam) -> None:
     if stored.unsent:  # before the handling that held them is done again
         lab.orchestrator.team_log.record(EventMessage(event=UnsentMessagesEvent(message_ids=stored.unsent)))
     if stored.unanswered:
-        from aklab.agent import UnansweredRequestsEvent
-
         lab.orchestrator.team_log.record(EventMessage(event=UnansweredRequestsEvent(record_ids=stored.unanswered)))
     for event in stored.recovered:  # stored, and in lab.usage(), like any request's usage
         lab.orchestrator.team_log.record(EventMessage(event=event, ask_id=event.ask_id))
