@@ -371,7 +371,7 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
     handled = finished - consumed.keys()  # handled to the end by their own turn
     asks = _open_asks(rows, {m.ask_id for _, m in pending if m.ask_id is not None}, handled, unsent)
     recovered = _replays(answers, counted_runs, members, pending, asks)
-    unanswered = _unanswered(request_rows, finished, answers, known_unanswered)
+    unanswered = _unanswered(request_rows, finished, answers, known_unanswered, counted_runs)
     planning = sorted(tasks.values(), key=lambda t: int(t.id[1:]) if t.id[1:].isdigit() else 0)
     dropped = len(unfinished) - len(pending)
     return StoredTeam(
@@ -396,14 +396,18 @@ def _unanswered(
     finished: set[str],
     answers: dict[tuple[str, str], list[Any]],
     known: set[str],
+    ended_runs: set[str],
 ) -> list[str]:
     """The ids of the ``ModelRequestEvent`` records of handlings that never finished whose
     request got no stored answer (each run asks one request at a time: its starts beyond its
-    answers), leaving out those an earlier resume reported."""
+    answers), leaving out those an earlier resume reported. A run in ``ended_runs`` (its usage
+    is stored) has nothing in flight: a run records the usage of every request it made as it
+    ends, answered or failed, so a request that failed (an HTTP error, a context that did not
+    fit: then asked again by a run of its own) is not reported as in flight."""
     answered = Counter(a.run_id for stored in answers.values() for a in stored)
     starts: dict[Any, list[str]] = {}
     for handling_id, run_id, record_id in request_rows:
-        if handling_id not in finished:
+        if handling_id not in finished and run_id not in ended_runs:
             starts.setdefault(run_id, []).append(record_id)
     return [r for run_id, ids in starts.items() for r in ids[answered[run_id] :] if r not in known]
 

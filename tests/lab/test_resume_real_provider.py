@@ -25,7 +25,7 @@ from aklab.lab import Lab
 from aklab.lab.teamfile import team_from_dict
 from aklab.llm import ModelConfig
 from aklab.store import SqliteStore
-from tests.fakeserver import Behaviour, FakeOpenAI, hang, last_user_text, output
+from tests.fakeserver import Behaviour, FakeOpenAI, cut_stream, hang, last_user_text, output
 from tests.lab.test_resume import resume_and_finish_the_relay_once
 
 SOLO = {"name": "solo", "entry": "Solo", "roles": [{"role": "Solo", "prompt": "You are Solo."}]}
@@ -193,6 +193,49 @@ def test_a_request_in_flight_when_the_kernel_dies_is_reported_once_by_the_resume
         assert len(store.records(kinds=["ModelRequestEvent"])) == 4  # and the Developer's again, the Manager's last
     with Lab.resume(store=path, spec=team_from_dict(RELAY), model=cfg) as again:
         assert "in flight" not in (again.resume_report or "")
+
+
+def test_a_request_that_failed_before_the_kernel_died_is_not_reported_as_in_flight(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """The server drops the Developer's first request part-way (twice: the SDK retries it
+    once); aklab asks again in a run of its own, which the server holds when the kernel is
+    killed. Both requests were stored before they left; the failed one ended with its run
+    (its usage, failed, is stored too), so the resume reports only the held one as in flight."""
+    path = tmp_path / "events.sqlite3"
+    answers: list[bool] = []
+    relay = _relay(answers)
+    developer_asked: list[int] = []
+
+    def respond(body: dict[str, Any]) -> Behaviour:
+        if str(body["messages"][0].get("content") or "").startswith("You are Developer") and len(developer_asked) < 2:
+            developer_asked.append(1)
+            return cut_stream()
+        return relay(body)
+
+    fake_openai.default = respond
+    with _kernel(CHILD, path, fake_openai.url) as child:
+        assert fake_openai.wait_hanging(60), "the child's Developer never asked again"
+        os.kill(child.pid, signal.SIGKILL)
+        assert child.wait(10) == -signal.SIGKILL
+    with SqliteStore(path) as store:
+        request_rows = store.records(kinds=["ModelRequestEvent"])
+        usage = [r.message().event for r in store.records(kinds=["LlmUsageEvent"])]
+    requests = [r.message().event for r in request_rows]
+    assert [r.agent for r in requests] == ["@Manager", "@Developer", "@Developer"]
+    failed, held = requests[1], requests[2]
+    assert failed.run_id != held.run_id  # asked again by a run of its own
+    developer_usage = [(u.run_id, u.ok) for u in usage if u.agent == "@Developer"]
+    assert developer_usage == [(failed.run_id, False)]
+    answers.append(True)
+    with Lab.resume(store=path, spec=team_from_dict(RELAY), model=_model(fake_openai)) as lab:
+        report = lab.resume_report or ""
+        assert "1 model request(s) in flight when the kernel stopped" in report, report
+        assert lab.wait(20)
+        assert [m.content for m in lab.replies()] == ["relayed: 42"]
+    with SqliteStore(path) as store:
+        [noted] = [r.message().event for r in store.records(kinds=["UnansweredRequestsEvent"])]
+    assert noted.record_ids == [request_rows[2].record_id]  # the held one, not the failed one
 
 
 CHILD_DIES_ENDING = (
@@ -468,6 +511,8 @@ def test_a_request_without_an_answer_is_counted_per_run_and_reported_once() -> N
         ("cut", "r3", "q4"),  # the run done again after that resume: in flight
     ]
     answers = {("agent", "cut"): [SimpleNamespace(run_id="r1")]}
-    assert _unanswered(rows, {"done"}, answers, set()) == ["q2", "q3", "q4"]
-    assert _unanswered(rows, {"done"}, answers, {"q3"}) == ["q2", "q4"]
-    assert _unanswered(rows, {"done", "cut"}, answers, set()) == []
+    assert _unanswered(rows, {"done"}, answers, set(), set()) == ["q2", "q3", "q4"]
+    assert _unanswered(rows, {"done"}, answers, {"q3"}, set()) == ["q2", "q4"]
+    assert _unanswered(rows, {"done", "cut"}, answers, set(), set()) == []
+    # a run whose usage is stored ended: its requests were answered or failed, none is in flight
+    assert _unanswered(rows, {"done"}, answers, set(), {"r1", "r2"}) == ["q4"]
