@@ -116,6 +116,9 @@ class StoredTeam:
     """Requests to a model outside the kernel (ids of their ``ModelRequestEvent`` records) sent by
     a handling that never finished, with no answer stored: perhaps paid for, their usage unknown.
     The resume records them (``UnansweredRequestsEvent``); a later resume leaves them out."""
+    unreadable: int = 0
+    """Answers stored in a handling that never finished that no longer read back (written by
+    another pydantic-ai version, say): paid for, their usage unknown; the handling asks again."""
 
     @property
     def replayed(self) -> int:
@@ -143,6 +146,11 @@ class StoredTeam:
             more += f", {self.replayed} model answer(s) given again rather than paid twice"
         if self.recovered:
             more += f", the usage of {len(self.recovered)} request(s) a crash cut short recorded"
+        if self.unreadable:
+            more += (
+                f", {self.unreadable} stored model answer(s) that no longer read back "
+                "(paid for, asked again: what they cost is unknown and not counted)"
+            )
         if self.unanswered:
             more += (
                 f", {len(self.unanswered)} model request(s) in flight when the kernel stopped "
@@ -347,13 +355,17 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
         if reader is None or reader in finished:
             finished.add(mid)
     answers: dict[tuple[str, str], list[ModelResponseEvent]] = {}  # (agent id, message id) -> in order
+    answered: Counter[Any] = Counter()  # run id -> answers stored in unfinished handlings, read back or not
+    unreadable = 0
     for handling_id, row in answer_rows:
         if handling_id in finished:  # most of them: not read back (a long team has one per request)
             continue
+        answered[_event_field(row, "run_id")] += 1
         record = row.message()
         if isinstance(record, EventMessage) and isinstance(record.event, ModelResponseEvent):
             answers.setdefault((record.event.agent_id, record.event.message_id), []).append(record.event)
         else:  # written by another aklab or pydantic-ai version: that request is asked again
+            unreadable += 1
             log.warning("a stored model answer could not be read back and is skipped: %s", str(record)[:200])
     # never delivered: held by a handling that never finished, or by one an earlier resume found
     # unfinished (done again since, it sent afresh: what it held the first time stays unsent)
@@ -371,7 +383,7 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
     handled = finished - consumed.keys()  # handled to the end by their own turn
     asks = _open_asks(rows, {m.ask_id for _, m in pending if m.ask_id is not None}, handled, unsent)
     recovered = _replays(answers, counted_runs, members, pending, asks)
-    unanswered = _unanswered(request_rows, finished, answers, known_unanswered, counted_runs)
+    unanswered = _unanswered(request_rows, finished, answered, known_unanswered, counted_runs)
     planning = sorted(tasks.values(), key=lambda t: int(t.id[1:]) if t.id[1:].isdigit() else 0)
     dropped = len(unfinished) - len(pending)
     return StoredTeam(
@@ -388,23 +400,24 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
         [members[a] for a in unhired],
         recovered,
         unanswered,
+        unreadable,
     )
 
 
 def _unanswered(
     request_rows: list[tuple[Any, Any, str]],
     finished: set[str],
-    answers: dict[tuple[str, str], list[Any]],
+    answered: Counter[Any],
     known: set[str],
     ended_runs: set[str],
 ) -> list[str]:
     """The ids of the ``ModelRequestEvent`` records of handlings that never finished whose
     request got no stored answer (each run asks one request at a time: its starts beyond its
-    answers), leaving out those an earlier resume reported. A run in ``ended_runs`` (its usage
+    ``answered`` count, answers that no longer read back included: those came back), leaving
+    out those an earlier resume reported. A run in ``ended_runs`` (its usage
     is stored) has nothing in flight: a run records the usage of every request it made as it
     ends, answered or failed, so a request that failed (an HTTP error, a context that did not
     fit: then asked again by a run of its own) is not reported as in flight."""
-    answered = Counter(a.run_id for stored in answers.values() for a in stored)
     starts: dict[Any, list[str]] = {}
     for handling_id, run_id, record_id in request_rows:
         if handling_id not in finished and run_id not in ended_runs:

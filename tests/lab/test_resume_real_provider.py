@@ -489,6 +489,8 @@ def test_a_stored_answer_that_no_longer_reads_back_is_asked_for_again_with_a_war
         report = lab.resume_report or ""
         assert "given again" not in report and "1 message(s) re-delivered" in report
         assert "cut short" not in report  # its usage went with it: unknown, not made up
+        assert "1 stored model answer(s) that no longer read back" in report, report
+        assert "in flight" not in report  # it came back: it is not a request without an answer
         assert lab.wait(20)
         assert [m.content for m in lab.replies()] == ["relayed: 42"]
     assert any("stored model answer could not be read back" in r.getMessage() for r in caplog.records)
@@ -499,8 +501,6 @@ def test_a_request_without_an_answer_is_counted_per_run_and_reported_once() -> N
     """What the resume reports as in flight: in handlings that never finished, each run's
     requests beyond its stored answers (a run asks one at a time), not those of finished
     handlings, nor those an earlier resume reported (a kernel that died twice)."""
-    from types import SimpleNamespace
-
     from aklab.lab.resume import _unanswered
 
     rows = [
@@ -510,7 +510,7 @@ def test_a_request_without_an_answer_is_counted_per_run_and_reported_once() -> N
         ("cut", "r2", "q3"),  # a run reported by the resume before, done again and cut short again
         ("cut", "r3", "q4"),  # the run done again after that resume: in flight
     ]
-    answers = {("agent", "cut"): [SimpleNamespace(run_id="r1")]}
+    answers = Counter({"r1": 1})
     assert _unanswered(rows, {"done"}, answers, set(), set()) == ["q2", "q3", "q4"]
     assert _unanswered(rows, {"done"}, answers, {"q3"}, set()) == ["q2", "q4"]
     assert _unanswered(rows, {"done", "cut"}, answers, set(), set()) == []
