@@ -7,7 +7,8 @@
   name, role), in start order;
 - **snapshots**: each agent's model history (each ``AgentSnapshotEvent``, carried by the
   record of a handling's end or, in older stores, an event of its own, changes the history
-  before it) and its last state (context-update baseline included);
+  before it) and its last state (context-update baseline included), folded as stored and
+  validated once per agent (:mod:`aklab.lab.histories`);
 - **usage**: every request the team made, so each agent's lifetime budget counters come
   back and ``lab.usage()`` totals them again;
 - **replies**: what reached the human (shown again in ``lab.replies()``);
@@ -35,11 +36,15 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
+import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from aklab.errors import ConfigError
+from aklab.lab.histories import Histories
 
 if TYPE_CHECKING:
     from aklab.agent import AgentMessage
@@ -241,7 +246,6 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
     from aklab.agent import AgentMessage
     from aklab.agent.events import ModelResponseEvent, UnansweredRequestsEvent
     from aklab.core import (
-        DispatchedMessage,
         EventMessage,
         HandledMessage,
         SentMessage,
@@ -261,10 +265,10 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
         pass
     else:
         store.release(info.team_id)  # the resumed Lab claims it for good
-    rows = store.records(info.team_id)
     members: dict[str, StoredMember] = {}
     stopped: set[str] = set()
     sent: dict[str, tuple[str, AgentMessage]] = {}  # message id -> (recipient id, message), in order
+    delivered: set[str] = set()  # agents a message handled to the end was sent to (dropped from sent)
     finished: set[str] = set()
     replies: list[AgentMessage] = []
     by_name: dict[str, StoredMember] = {}
@@ -279,11 +283,14 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
     hired_during: dict[str, str] = {}  # agent id -> the message whose handling hired it
     consumed: dict[str, str | None] = {}  # message id -> the message whose run read it (None: withdrawn)
     known_unsent: set[str] = set()  # found by an earlier resume (UnsentMessagesEvent)
-    answer_rows: list[tuple[str | None, StoredRecord]] = []  # (handled message id, row): decoded if unfinished
+    answer_rows: list[tuple[Any, Any, str]] = []  # (handled message id, run id, record id): read if unfinished
     request_rows: list[tuple[Any, Any, str]] = []  # (handled message id, run id, record id) of ModelRequestEvents
     known_unanswered: set[str] = set()  # reported by an earlier resume (UnansweredRequestsEvent)
     counted_runs: set[str] = set()  # runs whose usage is stored
-    for row in rows:
+    histories = Histories(members)
+    count = 0
+    for row in _read(store, info):
+        count += 1
         kind = row.kind
         if kind == "StartMessage" and row.sender_id:
             stopped.discard(row.sender_id)
@@ -312,12 +319,15 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
             else:
                 sent[message.id] = (record.recipient.agent_id, message)
         elif kind == "DispatchedMessage" and row.message_id:
-            record = row.message()
-            if isinstance(record, DispatchedMessage) and record.done:
+            fields = row.payload.get("fields") or {}  # read as stored: its snapshot is folded as JSON
+            if fields.get("done") is True:
                 finished.add(row.message_id)
+                done = sent.pop(row.message_id, None)  # only what is still to do is kept
+                if done is not None:
+                    delivered.add(done[0])
                 if row.sender_id:
                     handling.pop(row.sender_id, None)
-                _take_snapshot(members, record.snapshot)
+                histories.take(fields.get("snapshot"))
             elif row.sender_id:  # taken for handling: recorded by earlier versions only
                 handling[row.sender_id] = row.message_id
         elif kind == "HandledMessage" and row.message_id:
@@ -327,7 +337,7 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
         elif kind == "EventMessage" and row.event_type == "AskCancelledEvent" and row.ask_id:
             cancelled.add(row.ask_id)
         elif kind == "EventMessage" and row.event_type == "ModelResponseEvent":
-            answer_rows.append((_event_field(row, "message_id"), row))
+            answer_rows.append((_event_field(row, "message_id"), _event_field(row, "run_id"), row.record_id))
         elif kind == "EventMessage" and row.event_type == "ModelRequestEvent":
             request_rows.append((_event_field(row, "message_id"), _event_field(row, "run_id"), row.record_id))
         elif kind == "EventMessage" and row.event_type == "UnansweredRequestsEvent":
@@ -338,29 +348,31 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
             record = row.message()
             if isinstance(record, EventMessage) and isinstance(record.event, UnsentMessagesEvent):
                 known_unsent.update(record.event.message_ids)
-        elif kind == "EventMessage" and row.event_type in ("AgentSnapshotEvent", "LlmUsageEvent", "PlanningTaskEvent"):
+        elif kind == "EventMessage" and row.event_type == "AgentSnapshotEvent":
+            histories.take((row.payload.get("fields") or {}).get("event"))
+        elif kind == "EventMessage" and row.event_type in ("LlmUsageEvent", "PlanningTaskEvent"):
             record = row.message()
             assert isinstance(record, EventMessage)
             event = record.event
-            if row.event_type == "AgentSnapshotEvent":
-                _take_snapshot(members, event)
-            elif isinstance(event, LlmUsageEvent):
+            if isinstance(event, LlmUsageEvent):
                 counted_runs.add(event.run_id)
                 usage.append(event)
                 if event.agent in by_name:
                     by_name[event.agent].usage.append(event)
             elif isinstance(event, PlanningTaskEvent):
                 tasks[event.task.id] = event.task
+    histories.finish(lambda: _snapshots(store, info))
     for mid, reader in consumed.items():
         if reader is None or reader in finished:
             finished.add(mid)
     answers: dict[tuple[str, str], list[ModelResponseEvent]] = {}  # (agent id, message id) -> in order
     answered: Counter[Any] = Counter()  # run id -> answers stored in unfinished handlings, read back or not
     unreadable = 0
-    for handling_id, row in answer_rows:
+    for handling_id, run_id, record_id in answer_rows:
         if handling_id in finished:  # most of them: not read back (a long team has one per request)
             continue
-        answered[_event_field(row, "run_id")] += 1
+        answered[run_id] += 1
+        [row] = store.records(info.team_id, record_id=record_id)
         record = row.message()
         if isinstance(record, EventMessage) and isinstance(record.event, ModelResponseEvent):
             answers.setdefault((record.event.agent_id, record.event.message_id), []).append(record.event)
@@ -374,14 +386,14 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
         sent = {mid: item for mid, item in sent.items() if mid not in unsent}
         replies = [m for m in replies if m.id not in unsent]
     # hired by a handling that never finished, and never given anything: done again, it hires again
-    reached = {to for to, _ in sent.values()}
+    reached = delivered | {to for to, _ in sent.values()}
     unhired = {a for a, d in hired_during.items() if d not in finished and a not in reached and a not in stopped}
     live = [m for agent_id, m in members.items() if agent_id not in stopped and agent_id not in unhired]
     live_ids = {m.agent_id for m in live}
     unfinished = [(to, m) for mid, (to, m) in sent.items() if mid not in finished and to in live_ids]
     pending = [(to, m) for to, m in unfinished if m.ask_id not in cancelled]
     handled = finished - consumed.keys()  # handled to the end by their own turn
-    asks = _open_asks(rows, {m.ask_id for _, m in pending if m.ask_id is not None}, handled, unsent)
+    asks = _open_asks(store, info.team_id, {m.ask_id for _, m in pending if m.ask_id is not None}, handled, unsent)
     recovered = _replays(answers, counted_runs, members, pending, asks)
     unanswered = _unanswered(request_rows, finished, answered, known_unanswered, counted_runs)
     planning = sorted(tasks.values(), key=lambda t: int(t.id[1:]) if t.id[1:].isdigit() else 0)
@@ -391,7 +403,7 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
         live,
         replies,
         pending,
-        len(rows),
+        count,
         asks,
         planning,
         dropped,
@@ -402,6 +414,46 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
         unanswered,
         unreadable,
     )
+
+
+#: Records a resume reads per query: the team's records are folded page by page, never held
+#: all at once (a stored record takes ~9 KB of memory once read; a long team has 100,000s).
+PAGE = 2_000
+#: A resume that reads for longer than this says on stderr how far it has got.
+PROGRESS_AFTER_S = 2.0
+
+
+def _read(store: EventStore, info: TeamInfo, kinds: list[str] | None = None) -> Iterator[StoredRecord]:
+    """The records of team ``info`` (of ``kinds``: all by default), oldest first, a page at a time."""
+    started = time.monotonic()
+    shown = False
+    count = 0
+    after: int | None = None
+    while True:
+        page = store.records(info.team_id, since=after, kinds=kinds, limit=PAGE)
+        yield from page
+        count += len(page)
+        if len(page) < PAGE:
+            break
+        after = page[-1].seq
+        del page  # not held while the next one is read
+        if time.monotonic() - started >= PROGRESS_AFTER_S:
+            shown = True
+            line = f"\raklab: reading team {info.name!r} back: {count:,} records..."
+            print(line, end="", file=sys.stderr, flush=True)
+    if shown:
+        took = time.monotonic() - started
+        print(f"\raklab: read team {info.name!r} back: {count:,} records in {took:.1f} s", file=sys.stderr, flush=True)
+
+
+def _snapshots(store: EventStore, info: TeamInfo) -> Iterator[Any]:
+    """Every agent snapshot of team ``info`` as stored, in order (as ``load_team`` takes them)."""
+    for row in _read(store, info, ["DispatchedMessage", "AgentSnapshotEvent"]):
+        fields = row.payload.get("fields") or {}
+        if row.kind == "DispatchedMessage" and fields.get("done") is True:
+            yield fields.get("snapshot")
+        elif row.event_type == "AgentSnapshotEvent":
+            yield fields.get("event")
 
 
 def _unanswered(
@@ -461,45 +513,24 @@ def _event_field(row: StoredRecord, name: str) -> Any:
     return data.get(name) if isinstance(data, dict) else None
 
 
-def _take_snapshot(members: dict[str, StoredMember], snapshot: Any) -> None:
-    """Apply a stored ``AgentSnapshotEvent`` (an event of its own, or carried by the record
-    of a handling's end) to its member's history and state."""
-    from aklab.agent import AgentSnapshotEvent
-
-    if snapshot is None:
-        return
-    if not isinstance(snapshot, AgentSnapshotEvent):  # written by another aklab or pydantic-ai version?
-        log.warning(
-            "a stored agent snapshot could not be read back and is skipped (its agent resumes with the history "
-            "of the snapshot before): %s",
-            str(snapshot)[:200],
-        )
-        return
-    member = members.get(snapshot.agent_id)
-    if member is not None:
-        member.messages = snapshot.history(member.messages)
-        if snapshot.state is not None:  # None: unchanged since the snapshot before
-            member.state = snapshot.state
-
-
 def _open_asks(
-    rows: list[StoredRecord], open_ids: set[str], finished: set[str], unsent: set[str]
+    store: EventStore, team_id: str, open_ids: set[str], finished: set[str], unsent: set[str]
 ) -> dict[str, StoredAsk]:
-    """The guard's counters of the asks in ``open_ids``, from their records (one more pass);
-    ``finished``: the messages handled to the end (each was one model turn); ``unsent``:
-    messages of handlings that never finished (not exchanged: sent again when redone)."""
+    """The guard's counters of the asks in ``open_ids``, from their records (read again, ask
+    by ask); ``finished``: the messages handled to the end (each was one model turn);
+    ``unsent``: messages of handlings that never finished (not exchanged: sent again when redone)."""
 
     from aklab.agent import AgentMessage
     from aklab.core import EventMessage, SentMessage
     from aklab.llm import LlmUsageEvent
 
     asks = {ask_id: StoredAsk(ask_id) for ask_id in open_ids}
-    if not asks:
-        return asks
-    for row in rows:
-        ask = asks.get(row.ask_id) if row.ask_id is not None else None
-        if ask is None:
-            continue
+    rows = (
+        (ask, row)
+        for ask_id, ask in asks.items()
+        for row in store.records(team_id, ask_id=ask_id, kinds=["SentMessage", "LlmUsageEvent"])
+    )
+    for ask, row in rows:
         if row.kind == "SentMessage":
             record = row.message()
             assert isinstance(record, SentMessage)

@@ -175,6 +175,10 @@ class PostgresStore(QueuedWrites, EventStore):
             )
         except psycopg.Error as exc:
             raise StoreError(f"event store {self.location}: cannot connect: {redact(str(exc)).strip()}") from exc
+        from psycopg.types.json import set_json_loads
+        from pydantic_core import from_json
+
+        set_json_loads(from_json, self._conn)  # payloads parsed as the SQLite store parses them
         try:
             self._setup(schema)
         except BaseException:
