@@ -24,6 +24,9 @@ A third, unbudgeted figure runs the relay through pydantic-ai's OpenAI provider 
 loopback OpenAI-compatible server (the test suite's), where the store also keeps each model
 request before it leaves and each answer as it arrives: what the store costs on the path a
 real model takes.
+
+A fourth, unbudgeted figure prices reading a stored team back for a resume: ``load_team``
+on the first stored relay against the floor of selecting its rows and parsing their JSON.
 """
 
 from __future__ import annotations
@@ -70,6 +73,7 @@ def run(*, smoke: bool = False, repeat: int = 3, context: dict[str, Any] | None 
 
         with SqliteStore(folder / "events-0.sqlite3") as first:
             records = len(first.records())
+        reading = read_back(folder / "events-0.sqlite3")
         lock = lockstep(messages, folder / "lockstep.sqlite3")
         provider = over_a_provider(folder, n=3 if smoke else PROVIDER_MESSAGES, pairs=1 if smoke else PROVIDER_PAIRS)
     finally:
@@ -121,6 +125,19 @@ def run(*, smoke: bool = False, repeat: int = 3, context: dict[str, Any] | None 
             lock["added_ms"],
             "ms",
             note="; ".join(f"{part}: {ms:.2f} ms" for part, ms in lock["added_by_part_ms"].items()),
+        ),
+        Figure(
+            ID,
+            WORKLOAD,
+            "reading the stored relay back for a resume (load_team) / reading its rows raw",
+            reading["ratio"],
+            "x",
+            note=(
+                f"{reading['records']:,} records: {reading['load_s'] * 1000:.0f} ms "
+                f"({reading['load_s'] / reading['records'] * 1e6:.0f} us per record), against "
+                f"{reading['raw_s'] * 1000:.0f} ms to select every row and parse its JSON; best of 3 each"
+            ),
+            details=reading,
         ),
         Figure(
             ID,
@@ -193,6 +210,40 @@ def over_a_provider(folder: Path, *, n: int, pairs: int) -> dict[str, Any]:
         "without_s": without,
         "with_store_s": with_store,
     }
+
+
+def read_back(path: Path, repeat: int = 3) -> dict[str, Any]:
+    """What a resume's reading costs: ``load_team`` (every record read, page by page, and
+    folded into the team to resume: histories, usage, what is left to do) against the floor
+    of selecting the same rows with ``sqlite3`` and parsing each payload, best of ``repeat``."""
+    import sqlite3
+
+    from pydantic_core import from_json
+
+    from aklab.lab.resume import load_team
+    from aklab.store import SqliteStore
+
+    def raw() -> int:
+        db = sqlite3.connect(path)
+        try:
+            rows = db.execute("SELECT * FROM events ORDER BY seq").fetchall()
+            return len([from_json(row[-1]) for row in rows])
+        finally:
+            db.close()
+
+    raw_s, load_s, records = [], [], 0
+    with SqliteStore(path) as store:
+        load_team(store)  # warm up: the classes records name are imported once
+        for _ in range(repeat):
+            start = time.perf_counter()
+            records = raw()
+            raw_s.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            team = load_team(store)
+            load_s.append(time.perf_counter() - start)
+    if team.records != records:
+        raise RuntimeError(f"read back {team.records} records of {records}")
+    return {"ratio": min(load_s) / min(raw_s), "load_s": min(load_s), "raw_s": min(raw_s), "records": records}
 
 
 class _DiscardingStore:
