@@ -37,9 +37,10 @@ class Histories:
     """Folds stored snapshots (``$type``/``$data`` JSON, as stored) into ``members``."""
 
     def __init__(self, members: dict[str, StoredMember]) -> None:
-        klass = _snapshot_class()
+        from aklab.store import class_path
+
         self.members = members
-        self._type = f"{klass.__module__}.{klass.__qualname__}"  # as the store tags it
+        self._type = class_path(_snapshot_class())  # as the store tags it
         self._taken: set[str] = set()  # members with a snapshot
         self._broken: set[str] = set()  # members whose JSON fold failed: folded again one by one
 

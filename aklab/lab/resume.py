@@ -36,8 +36,6 @@ from __future__ import annotations
 
 import logging
 import math
-import sys
-import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -425,8 +423,9 @@ PROGRESS_AFTER_S = 2.0
 
 def _read(store: EventStore, info: TeamInfo, kinds: list[str] | None = None) -> Iterator[StoredRecord]:
     """The records of team ``info`` (of ``kinds``: all by default), oldest first, a page at a time."""
-    started = time.monotonic()
-    shown = False
+    from aklab.store import ReadProgress
+
+    progress = ReadProgress(f"aklab: team {info.name!r}", PROGRESS_AFTER_S)
     count = 0
     after: int | None = None
     while True:
@@ -437,13 +436,8 @@ def _read(store: EventStore, info: TeamInfo, kinds: list[str] | None = None) -> 
             break
         after = page[-1].seq
         del page  # not held while the next one is read
-        if time.monotonic() - started >= PROGRESS_AFTER_S:
-            shown = True
-            line = f"\raklab: reading team {info.name!r} back: {count:,} records..."
-            print(line, end="", file=sys.stderr, flush=True)
-    if shown:
-        took = time.monotonic() - started
-        print(f"\raklab: read team {info.name!r} back: {count:,} records in {took:.1f} s", file=sys.stderr, flush=True)
+        progress.update(count)
+    progress.done(count)
 
 
 def _snapshots(store: EventStore, info: TeamInfo) -> Iterator[Any]:

@@ -58,8 +58,9 @@ from aklab.store._base import (
     TeamInUseError,
     new_team_id,
 )
-from aklab.store._codec import decode, encode
+from aklab.store._codec import class_path, decode, encode
 from aklab.store._history import History, history
+from aklab.store._progress import ReadProgress
 from aklab.store._sqlite import RecoveryReport, SqliteStore, default_store_path
 from aklab.store._subscriber import StoreSubscriber
 
@@ -71,6 +72,7 @@ __all__ = [
     "EventStore",
     "History",
     "PostgresStore",
+    "ReadProgress",
     "RecoveryReport",
     "SqliteStore",
     "StoreCorruptError",
@@ -79,6 +81,7 @@ __all__ = [
     "StoredRecord",
     "TeamInUseError",
     "TeamInfo",
+    "class_path",
     "decode",
     "default_store_path",
     "encode",

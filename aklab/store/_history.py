@@ -12,13 +12,12 @@ pandas is imported when ``history`` is called, not when ``aklab.store`` is.
 
 from __future__ import annotations
 
-import sys
-import time
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
 from aklab.store._base import EventStore, StoredRecord, to_utc
+from aklab.store._progress import ReadProgress
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -166,8 +165,7 @@ def _read(
         for team_id in team_ids:
             for r in store.records(team_id, kinds=["UnsentMessagesEvent"]):
                 unsent.update(_fields(r.payload, "event").get("message_ids") or ())
-    started = time.monotonic()
-    shown = False
+    progress = ReadProgress("aklab.history", PROGRESS_AFTER_S)
     for team_id in team_ids:
         before: int | None = None
         while True:
@@ -182,12 +180,8 @@ def _read(
             if len(page) < PAGE:
                 break
             before = page[0].seq  # the page is oldest first: the next one ends before it
-            if time.monotonic() - started >= PROGRESS_AFTER_S:
-                shown = True
-                print(f"\raklab.history: {len(found):,} records read...", end="", file=sys.stderr, flush=True)
-    if shown:
-        took = time.monotonic() - started
-        print(f"\raklab.history: {len(found):,} records read in {took:.1f} s", file=sys.stderr, flush=True)
+            progress.update(len(found))
+    progress.done(len(found))
     found.sort(key=lambda f: f[0])
     usage_rows = [row for _, usage, row in found if usage]
     return usage_rows, [row for _, usage, row in found if not usage and row["message_id"] not in unsent]

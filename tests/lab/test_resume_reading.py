@@ -63,8 +63,8 @@ def test_a_team_read_page_by_page_comes_back_as_its_snapshots_say_and_a_long_rea
     assert [m.id for m in paged.replies] == [m.id for m in whole.replies] and len(paged.replies) == len(QUESTIONS)
     assert paged.usage == whole.usage and paged.pending == whole.pending == []
     err = capsys.readouterr().err
-    assert "aklab: reading team 'dev-team' back: 3 records..." in err
-    assert f"aklab: read team 'dev-team' back: {total:,} records in" in err
+    assert "aklab: team 'dev-team': 3 records read..." in err
+    assert f"aklab: team 'dev-team': {total:,} records read in" in err
 
 
 def test_a_snapshot_that_no_longer_reads_back_is_skipped_and_the_rest_comes_back(

@@ -181,18 +181,24 @@ def test_a_request_in_flight_when_the_kernel_dies_is_reported_once_by_the_resume
     assert [r.event.agent for r in requests] == ["@Manager", "@Developer"]  # the held one was stored before it left
     assert [r.message().event.agent for r in answered] == ["@Manager"]
     answers.append(True)
-    cfg = _model(fake_openai)
-    with Lab.resume(store=path, spec=team_from_dict(RELAY), model=cfg) as lab:
+    assert _resumed_with_one_request_in_flight(path, fake_openai) == [requests[1].id]
+    with SqliteStore(path) as store:
+        assert len(store.records(kinds=["ModelRequestEvent"])) == 4  # and the Developer's again, the Manager's last
+    with Lab.resume(store=path, spec=team_from_dict(RELAY), model=_model(fake_openai)) as again:
+        assert "in flight" not in (again.resume_report or "")
+
+
+def _resumed_with_one_request_in_flight(path: Path, server: FakeOpenAI) -> list[str]:
+    """Resume the relay stored at ``path``: its report names one request in flight, and the
+    relay finishes. Returns the ids of the request records the resume noted as unanswered."""
+    with Lab.resume(store=path, spec=team_from_dict(RELAY), model=_model(server)) as lab:
         report = lab.resume_report or ""
         assert "1 model request(s) in flight when the kernel stopped" in report, report
         assert lab.wait(20)
         assert [m.content for m in lab.replies()] == ["relayed: 42"]
     with SqliteStore(path) as store:
         [noted] = [r.message().event for r in store.records(kinds=["UnansweredRequestsEvent"])]
-        assert noted.record_ids == [requests[1].id]
-        assert len(store.records(kinds=["ModelRequestEvent"])) == 4  # and the Developer's again, the Manager's last
-    with Lab.resume(store=path, spec=team_from_dict(RELAY), model=cfg) as again:
-        assert "in flight" not in (again.resume_report or "")
+    return list(noted.record_ids)
 
 
 def test_a_request_that_failed_before_the_kernel_died_is_not_reported_as_in_flight(
@@ -228,14 +234,8 @@ def test_a_request_that_failed_before_the_kernel_died_is_not_reported_as_in_flig
     developer_usage = [(u.run_id, u.ok) for u in usage if u.agent == "@Developer"]
     assert developer_usage == [(failed.run_id, False)]
     answers.append(True)
-    with Lab.resume(store=path, spec=team_from_dict(RELAY), model=_model(fake_openai)) as lab:
-        report = lab.resume_report or ""
-        assert "1 model request(s) in flight when the kernel stopped" in report, report
-        assert lab.wait(20)
-        assert [m.content for m in lab.replies()] == ["relayed: 42"]
-    with SqliteStore(path) as store:
-        [noted] = [r.message().event for r in store.records(kinds=["UnansweredRequestsEvent"])]
-    assert noted.record_ids == [request_rows[2].record_id]  # the held one, not the failed one
+    noted = _resumed_with_one_request_in_flight(path, fake_openai)
+    assert noted == [request_rows[2].record_id]  # the held one, not the failed one
 
 
 CHILD_DIES_ENDING = (
