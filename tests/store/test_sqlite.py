@@ -188,6 +188,7 @@ def test_a_read_only_store_warns_once_and_the_team_keeps_working(
         store = SqliteStore(path)
         try:
             assert store.read_only and len(store.records(team)) == 5  # still readable
+            assert store._checkpoints is None  # nothing to copy back: no thread
             with pytest.raises(StoreError, match="read-only"):
                 store.append(sent("x"), team)
             caplog.set_level(logging.WARNING, "aklab.store")
@@ -347,6 +348,8 @@ def test_a_file_left_in_the_middle_of_a_checkpoint_opens_with_every_record(tmp_p
     path, team = tmp_path / "events.sqlite3", new_team_id()
     writer = SqliteStore(path)
     writer._db().execute("PRAGMA wal_autocheckpoint=0")  # everything stays in the log
+    assert writer._checkpoints is not None
+    writer._checkpoints.every_pages = 10**9  # nor does the store's thread copy it
     fill(writer, 300, team)
     wal = Path(f"{path}-wal").read_bytes()
     page_size = int.from_bytes(wal[8:12], "big")
