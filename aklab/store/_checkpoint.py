@@ -5,7 +5,7 @@ SQLite checkpoints a WAL by default in the commit that makes it pass 1,000 pages
 then syncs the log, copies every page into the file and syncs the file, 10-30 ms on this
 machine kind, on the thread of the member whose handling ended. Amortised, that was a third of
 what a commit cost in a stored relay (bench B10: write and commit 1.06-1.14 ms per human
-message with the checkpoint in the commit, 0.68-0.76 ms with it here).
+message with the checkpoint in the commit, 0.65-0.70 ms with it here).
 
 So the store's writer checkpoints itself only past ``BACKSTOP_PAGES`` (should this thread fall
 behind), and :meth:`Checkpointer.wrote` starts a thread once ``EVERY_PAGES`` pages are estimated
@@ -49,7 +49,6 @@ class Checkpointer:
         self.failed: str | None = None
         """The last round's failure, if it failed (the writer's backstop checkpoints then)."""
         self._pages = 0
-        self._again = False
         self._closed = False
         self._thread: threading.Thread | None = None
         self._cond = threading.Condition()
@@ -63,8 +62,7 @@ class Checkpointer:
         with self._cond:
             if self._closed:
                 return
-            if self._thread is not None:  # a round in progress: it goes on for these pages too
-                self._again = True
+            if self._thread is not None:  # a round in progress: its next pass sees these pages too
                 return
             self._thread = threading.Thread(target=self._round, name="aklab-store-checkpoint", daemon=True)
             self._thread.start()
@@ -88,13 +86,11 @@ class Checkpointer:
         try:
             previous = -1
             for _ in range(MAX_PASSES):
-                with self._cond:
-                    self._again = False
-                    if self._closed:
-                        return False
+                if self._closed:
+                    return False
                 _busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()[0]
-                if copied >= frames and frames == previous and not self._again:
-                    return True  # nothing new since the last pass: the log is wholly copied
+                if copied >= frames and frames == previous:
+                    return True  # nothing committed since the last pass: the log is wholly copied
                 previous = frames
             return False
         finally:
