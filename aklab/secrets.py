@@ -27,6 +27,7 @@ __all__ = [
     "REDACTED",
     "SecretFilter",
     "folds_to_ascii",
+    "holds_registered",
     "install_log_redaction",
     "might_redact_utf8",
     "redact",
@@ -90,8 +91,7 @@ def might_redact_utf8(text: str, raw: bytes, lowered: bytes) -> bool:
     cheaper than ``str.lower()`` on a text beyond Latin-1, whose every character is then
     looked up. A word of ASCII letters is in one lowered text when it is in the other,
     unless the text holds one of :data:`FOLDING_TO_ASCII`: then the text itself is lowered."""
-    pattern = _pattern
-    if pattern is not None and pattern.search(text) is not None:
+    if holds_registered(text):
         return True
     if folds_to_ascii(text):
         return _names_a_header(text.lower())
@@ -99,6 +99,12 @@ def might_redact_utf8(text: str, raw: bytes, lowered: bytes) -> bool:
         if word in lowered:
             return True
     return False
+
+
+def holds_registered(text: str) -> bool:
+    """Whether ``text`` holds a registered secret value."""
+    pattern = _pattern
+    return pattern is not None and pattern.search(text) is not None
 
 
 def folds_to_ascii(text: str) -> bool:

@@ -85,6 +85,37 @@ def test_the_fast_credential_key_check_finds_what_the_regex_finds(text: str) -> 
     assert found == (_codec._CREDENTIAL_IN_JSON.search(text) is not None)
 
 
+def test_every_credential_key_and_header_word_holds_a_telltale() -> None:
+    """What lets a payload whose lowered bytes hold no telltale skip both checks."""
+    from aklab.secrets import _HEADER_WORDS
+
+    for word in [*_codec._CREDENTIAL_KEYS, *_HEADER_WORDS]:
+        assert any(telltale in word.encode() for telltale in _codec._TELLTALES), word
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Authorization: Bearer abcdefghijkl",
+        "x-api-key=abcdefghijkl",
+        "BEARER abcdefghijklmnop",
+    ],
+)
+def test_a_header_in_a_payload_is_redacted_whatever_its_case(text: str) -> None:
+    row = encode(sent(text), "team")
+    assert "abcdefghijkl" not in row.payload and "[redacted]" in row.payload
+
+
+def test_a_registered_value_is_redacted_from_a_payload_with_no_telltale(monkeypatch: pytest.MonkeyPatch) -> None:
+    import aklab.secrets as secrets
+
+    monkeypatch.setattr(secrets, "_values", secrets._values)
+    monkeypatch.setattr(secrets, "_pattern", secrets._pattern)
+    secrets.register_secret("sk-made-up-0123456789")
+    row = encode(sent("the value sk-made-up-0123456789 in plain words"), "team")
+    assert "sk-made-up-0123456789" not in row.payload and "[redacted]" in row.payload
+
+
 def test_pydantic_core_writes_the_payload_in_one_call_and_odd_values_still_get_stored(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
