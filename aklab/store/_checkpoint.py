@@ -89,6 +89,10 @@ class Checkpointer:
                 if self._closed:
                     return False
                 _busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()[0]
+                # A pass reports the log as it was when the pass began: "copied >= frames" alone
+                # holds after nearly every pass, while commits made during it are still in the
+                # log only, and the next commit appends after them instead of starting it over
+                # (tried: with a store appending all along, no round ever saw it start over).
                 if copied >= frames and frames == previous:
                     return True  # nothing committed since the last pass: the log is wholly copied
                 previous = frames
