@@ -12,6 +12,7 @@ from aklab.agent.events import (
     OperatorActionEvent,
     RoutingSkippedEvent,
     UnansweredRequestsEvent,
+    UnreadableAnswersEvent,
 )
 from aklab.agent.human_proxy import HumanInbox, HumanProxy
 from aklab.agent.messages import AgentMessage, LlmRenderable, MailboxPreviewable
@@ -40,5 +41,6 @@ __all__ = [
     "RunInterruptedError",
     "StructuredOutput",
     "UnansweredRequestsEvent",
+    "UnreadableAnswersEvent",
     "resolve_recipient",
 ]

@@ -18,6 +18,7 @@ __all__ = [
     "OperatorActionEvent",
     "RoutingSkippedEvent",
     "UnansweredRequestsEvent",
+    "UnreadableAnswersEvent",
 ]
 
 
@@ -139,6 +140,15 @@ class UnansweredRequestsEvent(BaseModel):
     """Model requests (the ids of their ``ModelRequestEvent`` records) a resume found sent by
     handlings the kernel never finished, with no answer stored: reported by that resume, and
     left out by later ones."""
+
+    record_ids: list[str]
+
+
+class UnreadableAnswersEvent(BaseModel):
+    """Stored model answers (the ids of their ``ModelResponseEvent`` records) a resume found in
+    handlings the kernel never finished that no longer read back (written by another
+    pydantic-ai version, say): reported by that resume, and left out by later ones (the same
+    handling cut short again)."""
 
     record_ids: list[str]
 

@@ -119,9 +119,11 @@ class StoredTeam:
     """Requests to a model outside the kernel (ids of their ``ModelRequestEvent`` records) sent by
     a handling that never finished, with no answer stored: perhaps paid for, their usage unknown.
     The resume records them (``UnansweredRequestsEvent``); a later resume leaves them out."""
-    unreadable: int = 0
+    unreadable: list[str] = field(default_factory=list)
     """Answers stored in a handling that never finished that no longer read back (written by
-    another pydantic-ai version, say): paid for, their usage unknown; the handling asks again."""
+    another pydantic-ai version, say; the ids of their records): paid for, their usage unknown;
+    the handling asks again. The resume records them (``UnreadableAnswersEvent``); a later
+    resume leaves them out."""
 
     @property
     def replayed(self) -> int:
@@ -151,7 +153,7 @@ class StoredTeam:
             more += f", the usage of {len(self.recovered)} request(s) a crash cut short recorded"
         if self.unreadable:
             more += (
-                f", {self.unreadable} stored model answer(s) that no longer read back "
+                f", {len(self.unreadable)} stored model answer(s) that no longer read back "
                 "(paid for, asked again: what they cost is unknown and not counted)"
             )
         if self.unanswered:
@@ -242,7 +244,7 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
     chosen as :func:`pick_team` says with ``skip_running``). Raises ``TeamInUseError`` for a
     team a lab runs now (before reading it)."""
     from aklab.agent import AgentMessage
-    from aklab.agent.events import ModelResponseEvent, UnansweredRequestsEvent
+    from aklab.agent.events import ModelResponseEvent, UnansweredRequestsEvent, UnreadableAnswersEvent
     from aklab.core import (
         EventMessage,
         HandledMessage,
@@ -284,6 +286,7 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
     answer_rows: list[tuple[Any, Any, str]] = []  # (handled message id, run id, record id): read if unfinished
     request_rows: list[tuple[Any, Any, str]] = []  # (handled message id, run id, record id) of ModelRequestEvents
     known_unanswered: set[str] = set()  # reported by an earlier resume (UnansweredRequestsEvent)
+    known_unreadable: set[str] = set()  # reported by an earlier resume (UnreadableAnswersEvent)
     counted_runs: set[str] = set()  # runs whose usage is stored
     histories = Histories(members)
     count = 0
@@ -342,6 +345,10 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
             record = row.message()
             if isinstance(record, EventMessage) and isinstance(record.event, UnansweredRequestsEvent):
                 known_unanswered.update(record.event.record_ids)
+        elif kind == "EventMessage" and row.event_type == "UnreadableAnswersEvent":
+            record = row.message()
+            if isinstance(record, EventMessage) and isinstance(record.event, UnreadableAnswersEvent):
+                known_unreadable.update(record.event.record_ids)
         elif kind == "EventMessage" and row.event_type == "UnsentMessagesEvent":
             record = row.message()
             if isinstance(record, EventMessage) and isinstance(record.event, UnsentMessagesEvent):
@@ -365,17 +372,19 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
             finished.add(mid)
     answers: dict[tuple[str, str], list[ModelResponseEvent]] = {}  # (agent id, message id) -> in order
     answered: Counter[Any] = Counter()  # run id -> answers stored in unfinished handlings, read back or not
-    unreadable = 0
+    unreadable: list[str] = []
     for handling_id, run_id, record_id in answer_rows:
         if handling_id in finished:  # most of them: not read back (a long team has one per request)
             continue
         answered[run_id] += 1
+        if record_id in known_unreadable:  # an earlier resume reported it: it still came back
+            continue
         [row] = store.records(info.team_id, record_id=record_id)
         record = row.message()
         if isinstance(record, EventMessage) and isinstance(record.event, ModelResponseEvent):
             answers.setdefault((record.event.agent_id, record.event.message_id), []).append(record.event)
         else:  # written by another aklab or pydantic-ai version: that request is asked again
-            unreadable += 1
+            unreadable.append(record_id)
             log.warning("a stored model answer could not be read back and is skipped: %s", str(record)[:200])
     # never delivered: held by a handling that never finished, or by one an earlier resume found
     # unfinished (done again since, it sent afresh: what it held the first time stays unsent)
@@ -554,7 +563,7 @@ def restore_team(lab: Lab, stored: StoredTeam) -> None:
     """Start the stored members of ``stored`` in ``lab`` under their own ids, give each its
     history, state and budget back, the team its planning board and its open asks their
     guard counters, then re-deliver what was never finished (``Lab.resume``)."""
-    from aklab.agent import BaseAgent, HumanProxy, UnansweredRequestsEvent
+    from aklab.agent import BaseAgent, HumanProxy, UnansweredRequestsEvent, UnreadableAnswersEvent
     from aklab.core import ActorAddress, BaseConfig, EventMessage, StopMessage, UnsentMessagesEvent
 
     human = next((m for m in stored.members if m.is_user_proxy), None)
@@ -589,6 +598,8 @@ def restore_team(lab: Lab, stored: StoredTeam) -> None:
         lab.orchestrator.team_log.record(EventMessage(event=UnsentMessagesEvent(message_ids=stored.unsent)))
     if stored.unanswered:
         lab.orchestrator.team_log.record(EventMessage(event=UnansweredRequestsEvent(record_ids=stored.unanswered)))
+    if stored.unreadable:
+        lab.orchestrator.team_log.record(EventMessage(event=UnreadableAnswersEvent(record_ids=stored.unreadable)))
     for event in stored.recovered:  # stored, and in lab.usage(), like any request's usage
         lab.orchestrator.team_log.record(EventMessage(event=event, ask_id=event.ask_id))
     for member in agents:

@@ -495,6 +495,49 @@ def test_a_stored_answer_that_no_longer_reads_back_is_asked_for_again_with_a_war
         assert [m.content for m in lab.replies()] == ["relayed: 42"]
     assert any("stored model answer could not be read back" in r.getMessage() for r in caplog.records)
     assert _asked_manager(fake_openai) == 2  # asked again: nothing to give
+    with SqliteStore(path) as store:
+        answers = store.records(kinds=["ModelResponseEvent"])  # those of the handling done again too
+        [reported] = store.records(kinds=["UnreadableAnswersEvent"])
+    [unreadable] = [a for a in answers if "hologram" in str(a.payload)]
+    assert len(answers) > 1
+    assert reported.payload["fields"]["event"]["$data"]["record_ids"] == [unreadable.record_id]
+
+
+def test_a_stored_answer_that_no_longer_reads_back_is_reported_by_one_resume_only(
+    fake_openai: FakeOpenAI, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The same handling cut short again after a resume that reported the answer (what that
+    resume records before it re-delivers): the next resume neither counts nor warns about it
+    again, and still knows the request came back (not one in flight)."""
+    import sqlite3
+
+    from aklab.agent import UnreadableAnswersEvent
+    from aklab.core import EventMessage
+    from aklab.lab.resume import load_team
+
+    path = tmp_path / "events.sqlite3"
+    fake_openai.default = _relay([True])
+    with _kernel(CHILD_DIES_ANSWERED, path, fake_openai.url) as child:
+        assert child.wait(60) == -signal.SIGKILL
+    db = sqlite3.connect(path)
+    with db:
+        db.execute("DROP TRIGGER events_no_update")
+        db.execute(
+            'UPDATE events SET payload = replace(payload, \'"part_kind":"text"\', \'"part_kind":"hologram"\') '
+            "WHERE event_type = 'ModelResponseEvent'"
+        )
+    db.close()
+    with SqliteStore(path) as store:
+        [answer] = store.records(kinds=["ModelResponseEvent"])
+        first = load_team(store)
+        assert first.unreadable == [answer.record_id]
+        store.append(EventMessage(event=UnreadableAnswersEvent(record_ids=first.unreadable)), answer.team_id)
+        assert any("could not be read back" in r.getMessage() for r in caplog.records)
+        caplog.clear()
+        again = load_team(store)
+    assert again.unreadable == [] and again.unanswered == []
+    assert not any("could not be read back" in r.getMessage() for r in caplog.records)
+    assert "no longer read back" not in again.summary() and "1 message(s) re-delivered" in again.summary()
 
 
 def test_a_request_without_an_answer_is_counted_per_run_and_reported_once() -> None:
