@@ -9,7 +9,8 @@ one after the other (back-to-back pairs, the order alternating) gave pair ratios
 to 1.38x in one run, and medians of 7 pairs from 1.03x to 1.24x for the same code. So the
 two runs of a round are made at the same time, each in a fresh Python process of its own
 (the one lab of a kernel, as a user has it), started together once both have warmed up:
-a drift hits both alike, and the rounds' ratios agree within a few points. The figure is the
+a drift hits both alike. One run's six rounds gave 1.04-1.16x; two identical stores run this
+way gave 0.92-1.08x per round (so the median of six is good to a few points, not one). The figure is the
 median of ``ROUNDS`` rounds' ratios (at least, whatever ``--repeat`` says), with the store
 in a new file each round; each run's process CPU time is in the details too. On a machine
 with one core the two processes share it; the ratio still compares like with like.
