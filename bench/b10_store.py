@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import gc
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -48,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.b1_relay import ASK_TIMEOUT, run_relay
-from bench.common import REPO, Figure, relay_messages, relay_team
+from bench.common import REPO, Figure, child_env, relay_messages, relay_team
 
 ID = "B10"
 #: Messages per run and pairs of the figure over pydantic-ai's OpenAI provider.
@@ -169,7 +168,7 @@ def side_by_side(n: int, path: Path) -> dict[str, dict[str, float]]:
     """One round of the budgeted figure: the relay of ``n`` messages without a store and with
     the SQLite store at ``path``, at the same time, each in a fresh process (``_child``) that
     warms up, says it is ready, and starts when told (both are told at once)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    env = child_env()
     sides = {"without": "", "with_store": str(path)}
     procs: dict[str, subprocess.Popen[str]] = {}
     try:

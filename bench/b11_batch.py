@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 import time
 from typing import Any
 
-from bench.common import REPO, Figure
+from bench.common import REPO, Figure, child_env
 
 ID = "B11"
 WORKLOAD = "demo-model sessions through aklab.batch: local vs sequential, process and ray vs local"
@@ -118,7 +117,7 @@ def _ray_figures(many: int) -> tuple[list[Figure], int]:
 
     if importlib.util.find_spec("ray") is None:
         return skipped("Ray is not installed (make install-ray)")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    env = child_env()
     env.pop("RAY_ADDRESS", None)  # a local cluster in the namespace, never one found outside
     child = subprocess.run(
         [str(NETNS), sys.executable, "-m", "bench.b11_batch", "--ray", str(many)],

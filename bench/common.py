@@ -27,6 +27,7 @@ __all__ = [
     "REPO",
     "Figure",
     "best_of",
+    "child_env",
     "context_switches",
     "relay_brain",
     "relay_messages",
@@ -155,10 +156,15 @@ def context_switches() -> int:
     return total
 
 
+def child_env() -> dict[str, str]:
+    """This process's environment, with the repository first on ``PYTHONPATH``: a child
+    ``python -m bench...`` imports this checkout's ``bench`` and ``aklab``."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+
+
 def run_module_json(module: str, *args: str, timeout: float = 300.0) -> Any:
     """Run ``python -m module args`` in a fresh interpreter; parse the last stdout line as JSON."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH", "")]))
+    env = child_env()
     proc = subprocess.run(
         [sys.executable, "-m", module, *args],
         cwd=REPO,
