@@ -39,7 +39,7 @@ __all__ = [
 
 FORMATS = ("markdown", "text", "json")
 USAGE_BY = ("agent", "run", "model", "ask", "request")
-SUBCOMMANDS = ("team", "model", "dashboard", "list", "teams", "resume", "forget", "batch", "help")
+SUBCOMMANDS = ("team", "model", "dashboard", "list", "teams", "resume", "forget", "recover", "batch", "help")
 HELP_WORDS = ("-h", "--help")
 
 
@@ -162,14 +162,14 @@ def parse_member(line: str, prog: str) -> str | None:
 
 AKLAB_USAGE = (
     "%aklab [team NAME|PATH | model provider:model [options] | dashboard | list | teams | resume [TEAM] | forget TEAM"
-    " | batch FILE [options] | help]"
+    " | recover | batch FILE [options] | help]"
 )
 
 
 def parse_aklab(line: str) -> tuple[str, str | None]:
     """``("status", None)``, ``("team", NAME)``, ``("model", SPEC_AND_OPTIONS)``,
     ``("dashboard", None)``, ``("list", None)``, ``("teams", None)``, ``("resume", TEAM or None)``,
-    ``("forget", TEAM)``, ``("help", None)`` (every magic) or
+    ``("forget", TEAM)``, ``("recover", None)``, ``("help", None)`` (every magic) or
     ``("usage", None)`` (``-h``: this magic's own help).
 
     The model's words are left for :func:`parse_model`.
@@ -185,7 +185,7 @@ def parse_aklab(line: str) -> tuple[str, str | None]:
         return words[0], words[1]
     if words[0] == "model" and len(words) >= 2:
         return "model", shlex.join(words[1:])
-    if words in (["dashboard"], ["list"], ["teams"], ["resume"]):
+    if words in (["dashboard"], ["list"], ["teams"], ["resume"], ["recover"]):
         return words[0], None
     if words == ["forget"]:
         raise UsageError("%aklab forget TEAM: name the team to delete, by id or name (%aklab teams lists them)")

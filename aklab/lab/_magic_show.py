@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aklab.lab.result import AskResult
@@ -12,7 +13,16 @@ from aklab.lab.result import AskResult
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["PROVIDER_KEYS", "LiveView", "compact_usage", "listing", "shown", "usage_view"]
+__all__ = [
+    "PROVIDER_KEYS",
+    "LiveView",
+    "compact_usage",
+    "listing",
+    "recover_store",
+    "shown",
+    "stored_teams",
+    "usage_view",
+]
 
 #: The environment variables each provider reads its key from (``%aklab list`` says
 #: whether one is set, never its value). Providers without a key have none.
@@ -171,3 +181,46 @@ def stored_teams(limit: int = 20) -> str:
     lines.append("%aklab resume [NAME or ID] brings one back (with no name: the latest not running elsewhere);")
     lines.append("%aklab forget ID deletes one for good.")
     return "\n".join(lines)
+
+
+def recover_store() -> str:
+    """``%aklab recover``: repair the project's SQLite store (``$AKLAB_STORE`` or
+    ``./.aklab/events.sqlite3``) if it is damaged, keeping every record readable before the
+    damage (``SqliteStore.recover``); a sound store is left alone. Refused while a lab runs
+    one of its teams: that lab would go on writing to the file moved aside."""
+    from aklab.errors import ConfigError
+    from aklab.lab.persist import store_off
+    from aklab.store import STORE_ENV, SqliteStore, StoreCorruptError, default_store_path
+    from aklab.store._claims import TeamLocks
+
+    if store_off():
+        return f"The event store is off ({STORE_ENV}=off): nothing to recover."
+    target = os.environ.get(STORE_ENV) or str(default_store_path())
+    if target.startswith(("postgresql://", "postgres://")):
+        raise ConfigError(
+            "%aklab recover repairs a SQLite store file, and this project's store is PostgreSQL: "
+            "the server recovers from a crash by itself, and damage is repaired from its backups"
+        )
+    path = os.path.abspath(target)
+    if not os.path.exists(path):
+        return f"No event store at {path}: nothing to recover."
+    locks = TeamLocks(Path(path), f"sqlite:{path}")
+    claims = Path(f"{path}-teams")
+    running = sorted(f.name for f in claims.iterdir() if locks.in_use(f.name)) if claims.is_dir() else []
+    if running:  # checked first: a store a lab writes to may answer "locked" for a while
+        raise ConfigError(
+            f"%aklab recover: team(s) {', '.join(t[:8] for t in running)} of {path} are running in a lab "
+            "(this kernel or another), so the store is left as it is; stop them first (lab.close(), "
+            "or restart that kernel), then recover"
+        )
+    try:
+        SqliteStore(path, verify=True).close()  # every page checked (about 1 s per 60 MB)
+    except StoreCorruptError:
+        pass
+    else:
+        return f"The event store {path} is not damaged (every page checked): nothing to recover."
+    report = SqliteStore.recover(path)
+    return (
+        f"{report}.\n%aklab teams lists what was kept; %aklab resume brings the latest team back. "
+        "The damaged file can be deleted once you no longer need it."
+    )

@@ -152,6 +152,7 @@ class AklabMagics(Magics):
           %aklab teams                   the teams in the event store, latest activity first
           %aklab resume [TEAM]           bring a stored team back (the latest not running elsewhere, or by name or id)
           %aklab forget TEAM             delete a stored team for good (by id, id prefix or name; not while it runs)
+          %aklab recover                 repair a damaged event store: keep every record before the damage
           %aklab batch FILE [--engine local|process|ray] [--concurrency N] [--retries N] [--timeout S]
                 [--team T] [--model M]   run the team over every scenario in FILE (CSV/JSONL/YAML)
           %aklab dashboard               the live panels (roster, transcript, context, usage)
@@ -186,6 +187,11 @@ class AklabMagics(Magics):
                 from aklab.lab._magic_show import stored_teams
 
                 print(stored_teams())
+                return None
+            if action == "recover":
+                from aklab.lab._magic_show import recover_store
+
+                print(recover_store())
                 return None
             if action == "forget":
                 import aklab

@@ -239,8 +239,8 @@ class SqliteStore(QueuedWrites, EventStore):
     def _corrupt(self, detail: str) -> StoreCorruptError:
         return StoreCorruptError(
             f"the event store {self.path} is damaged ({detail}); "
-            f"aklab.store.SqliteStore.recover({str(self.path)!r}) copies every record readable before the "
-            "damage to a fresh file and keeps the damaged one aside"
+            f"aklab.store.SqliteStore.recover({str(self.path)!r}) (in a notebook: %aklab recover) copies every "
+            "record readable before the damage to a fresh file and keeps the damaged one aside"
         )
 
     def _connect(self, uri: str | None = None) -> sqlite3.Connection:

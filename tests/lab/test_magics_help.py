@@ -98,6 +98,7 @@ def test_tab_completes_members_subcommands_and_option_values(shell: InteractiveS
         "help",
         "list",
         "model",
+        "recover",
         "resume",
         "team",
         "teams",

@@ -137,3 +137,70 @@ def test_teams_lists_without_checking_the_whole_file(
 
     monkeypatch.setattr(SqliteStore, "_verify", no_check)
     assert "1 team(s)" in out_of(shell, capsys, "%aklab teams")
+
+
+def test_recover_repairs_a_damaged_store_keeps_what_precedes_the_damage_and_leaves_a_sound_one_alone(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "events.sqlite3"
+    assert out_of(shell, capsys, "%aklab recover") == f"No event store at {path}: nothing to recover.\n"
+    out_of(shell, capsys, "%ask What is 2+2?")
+    first = get_lab()
+    assert first is not None
+    stored = len(first.store.records(first.team_id)) if first.store is not None else 0
+    assert stored > 0
+    first.close()
+    set_lab(None)  # as after a kernel restart
+    assert "is not damaged (every page checked)" in out_of(shell, capsys, "%aklab recover")  # left alone
+    size = path.stat().st_size
+    with path.open("r+b") as f:  # the tail of the file lost (a disk that filled up, a copy cut short)
+        f.truncate(size - 4096)
+
+    teams = shell.run_cell("%aklab teams")
+    assert teams.error_in_exec is not None and "%aklab recover" in str(teams.error_in_exec)
+    capsys.readouterr()
+
+    report = out_of(shell, capsys, "%aklab recover")
+    assert report.startswith("recovered ") and f"into {path}" in report and "damaged file is kept as" in report
+    assert "%aklab resume brings the latest team back" in report
+    kept = int(report.removeprefix("recovered ").split(" ", 1)[0].replace(",", ""))
+    assert 0 < kept <= stored  # what precedes the damage; the lost page's records are gone
+    damaged = [
+        p
+        for p in tmp_path.iterdir()
+        if p.name.startswith("events.sqlite3.damaged-") and not p.name.endswith(("-wal", "-shm"))
+    ]
+    assert len(damaged) == 1 and damaged[0].stat().st_size == size - 4096  # kept aside as it was
+    listing = out_of(shell, capsys, "%aklab teams")
+    assert "1 team(s)" in listing and first.team_id[:8] in listing
+    resumed = out_of(shell, capsys, f"%aklab resume {first.team_id[:8]}")
+    assert resumed.startswith("resumed team 'dev-team'")
+    assert "@Manager (response)" in out_of(shell, capsys, "%ask What is 3+3?")
+    again = get_lab()
+    assert again is not None
+    again.close()
+    assert "is not damaged" in out_of(shell, capsys, "%aklab recover")  # the recovered store takes appends
+
+
+def test_recover_refuses_while_a_lab_runs_a_team_of_the_damaged_store(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out_of(shell, capsys, "%ask What is 2+2?")
+    lab = get_lab()
+    assert lab is not None
+    path = tmp_path / "events.sqlite3"
+    lab.wait(10)
+    with path.open("r+b") as f:  # damaged under a running lab
+        f.truncate(path.stat().st_size // 2)
+    damaged = path.stat().st_size
+    result = shell.run_cell("%aklab recover")
+    assert result.error_in_exec is not None
+    message = str(result.error_in_exec)
+    assert f"team(s) {lab.team_id[:8]} of {path} are running in a lab" in message and "stop them first" in message
+    assert path.stat().st_size == damaged and not [p for p in tmp_path.iterdir() if ".damaged-" in p.name]  # left as is
+
+
+def test_recover_says_what_it_does_not_do(monkeypatch: pytest.MonkeyPatch, shell: InteractiveShell) -> None:
+    monkeypatch.setenv("AKLAB_STORE", "postgresql://user@127.0.0.1:1/aklab")
+    result = shell.run_cell("%aklab recover")
+    assert result.error_in_exec is not None and "this project's store is PostgreSQL" in str(result.error_in_exec)
