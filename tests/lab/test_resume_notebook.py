@@ -1,4 +1,4 @@
-"""notebooks/10-resume.ipynb with a real kernel restart: the first part in one kernel, the
+"""notebooks/08-resume.ipynb with a real kernel restart: the first part in one kernel, the
 rest in a new one (nbval runs it straight through, where ``set_lab(None)`` stands in)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "10-resume.ipynb"
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "08-resume.ipynb"
 
 
 def _run(cells: list[nbformat.NotebookNode], folder: Path) -> list[nbformat.NotebookNode]:
