@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aklab.lab.result import AskResult
@@ -190,13 +189,12 @@ def recover_store() -> str:
     one of its teams: that lab would go on writing to the file moved aside."""
     from aklab.errors import ConfigError
     from aklab.lab.persist import store_off
-    from aklab.store import STORE_ENV, SqliteStore, StoreCorruptError, default_store_path
-    from aklab.store._claims import TeamLocks
+    from aklab.store import STORE_ENV, SqliteStore, StoreCorruptError, is_postgres, store_target
 
     if store_off():
         return f"The event store is off ({STORE_ENV}=off): nothing to recover."
-    target = os.environ.get(STORE_ENV) or str(default_store_path())
-    if target.startswith(("postgresql://", "postgres://")):
+    target = store_target()
+    if is_postgres(target):
         raise ConfigError(
             "%aklab recover repairs a SQLite store file, and this project's store is PostgreSQL: "
             "the server recovers from a crash by itself, and damage is repaired from its backups"
@@ -204,9 +202,7 @@ def recover_store() -> str:
     path = os.path.abspath(target)
     if not os.path.exists(path):
         return f"No event store at {path}: nothing to recover."
-    locks = TeamLocks(Path(path), f"sqlite:{path}")
-    claims = Path(f"{path}-teams")
-    running = sorted(f.name for f in claims.iterdir() if locks.in_use(f.name)) if claims.is_dir() else []
+    running = SqliteStore.running_teams(path)
     if running:  # checked first: a store a lab writes to may answer "locked" for a while
         raise ConfigError(
             f"%aklab recover: team(s) {', '.join(t[:8] for t in running)} of {path} are running in a lab "

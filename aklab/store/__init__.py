@@ -86,10 +86,12 @@ __all__ = [
     "default_store_path",
     "encode",
     "history",
+    "is_postgres",
     "new_team_id",
     "no_store_here",
     "open_store",
     "per_folder_hint",
+    "store_target",
 ]
 
 #: Environment variable naming the store: a path, or a ``postgresql://`` DSN.
@@ -103,16 +105,24 @@ def open_store(target: str | os.PathLike[str] | None = None, *, create: bool = T
     ``create=False`` (for readers) raises ``ConfigError`` saying where it looked, rather
     than create an empty SQLite file where there is none. ``verify=False`` skips SQLite's
     check of the whole file on open (``SqliteStore``'s ``verify``; about 1 s per 60 MB)."""
-    if target is None:
-        target = os.environ.get(STORE_ENV) or default_store_path()
-    text = os.fspath(target)
-    if text.startswith(("postgresql://", "postgres://")):
+    text = store_target(target)
+    if is_postgres(text):
         from aklab.store._postgres import PostgresStore
 
         return PostgresStore(text)
     if not create and not os.path.exists(text):
         raise ConfigError(no_store_here(text))
     return SqliteStore(text, verify=verify)
+
+
+def store_target(target: str | os.PathLike[str] | None = None) -> str:
+    """What ``open_store(target)`` opens: ``target``, else ``$AKLAB_STORE``, else :func:`default_store_path`."""
+    return os.fspath(target if target is not None else os.environ.get(STORE_ENV) or default_store_path())
+
+
+def is_postgres(target: str) -> bool:
+    """Whether ``target`` (see :func:`store_target`) names a PostgreSQL server rather than a SQLite file."""
+    return target.startswith(("postgresql://", "postgres://"))
 
 
 def no_store_here(path: str | os.PathLike[str]) -> str:

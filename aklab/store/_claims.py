@@ -133,6 +133,14 @@ class TeamLocks:
             pass
         os.close(fd)  # drops the lock
 
+    def running(self) -> list[str]:
+        """The ids of the teams a lab runs now (this process or another), from the folder."""
+        try:
+            names = sorted(entry.name for entry in self.folder.iterdir())
+        except OSError:  # no folder: nothing was ever claimed here
+            return []
+        return [name for name in names if self.in_use(name)]
+
     def in_use(self, team_id: str) -> bool:
         if fcntl is None:
             return False

@@ -510,6 +510,12 @@ class SqliteStore(QueuedWrites, EventStore):
             conn.close()  # the last connection checkpoints the WAL into the file
 
     # -- recovery -------------------------------------------------------------------------
+    @staticmethod
+    def running_teams(path: str | os.PathLike[str]) -> list[str]:
+        """The ids of the teams of the store at ``path`` that a lab runs now, in this process
+        or another (their claims), read without opening the database: a damaged file too."""
+        return TeamLocks(Path(path), f"sqlite:{path}").running()
+
     @classmethod
     def recover(cls, path: str | os.PathLike[str]) -> RecoveryReport:
         """Move the damaged file at ``path`` aside (``<name>.damaged-<time>``, with its -wal and

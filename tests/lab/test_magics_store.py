@@ -26,6 +26,13 @@ def out_of(shell: InteractiveShell, capsys: pytest.CaptureFixture[str], source: 
     return capsys.readouterr().out
 
 
+def error_of(shell: InteractiveShell, source: str) -> str:
+    """The one-line error ``source`` fails with (it must fail)."""
+    result = shell.run_cell(source)
+    assert result.error_in_exec is not None, source
+    return str(result.error_in_exec)
+
+
 def test_status_teams_and_resume(shell: InteractiveShell, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert "No team stored yet" in out_of(shell, capsys, "%aklab teams")
     out_of(shell, capsys, "%ask What is 2+2?")
@@ -44,9 +51,7 @@ def test_status_teams_and_resume(shell: InteractiveShell, capsys: pytest.Capture
 
 def test_resume_of_an_unknown_team_is_one_line(shell: InteractiveShell, capsys: pytest.CaptureFixture[str]) -> None:
     out_of(shell, capsys, "%ask What is 2+2?")
-    result = shell.run_cell("%aklab resume nosuch")
-    assert result.error_in_exec is not None
-    assert "no stored team 'nosuch'" in str(result.error_in_exec)
+    assert "no stored team 'nosuch'" in error_of(shell, "%aklab resume nosuch")
 
 
 def test_forget_deletes_one_stored_team_by_id_and_refuses_a_shared_name_or_a_running_team(
@@ -63,14 +68,12 @@ def test_forget_deletes_one_stored_team_by_id_and_refuses_a_shared_name_or_a_run
     second = get_lab()
     assert second is not None and second.team_id != first.team_id
 
-    shared = shell.run_cell("%aklab forget dev-team")  # two teams share the name: which one is a guess
-    assert shared.error_in_exec is not None
-    assert "2 stored teams match 'dev-team'" in str(shared.error_in_exec)
-    assert first.team_id in str(shared.error_in_exec) and second.team_id in str(shared.error_in_exec)
-    running = shell.run_cell(f"%aklab forget {second.team_id[:8]}")  # this kernel runs it
-    assert "already running in this process" in str(running.error_in_exec)
-    bare = shell.run_cell("%aklab forget")
-    assert "name the team to delete" in str(bare.error_in_exec)
+    shared = error_of(shell, "%aklab forget dev-team")  # two teams share the name: which one is a guess
+    assert "2 stored teams match 'dev-team'" in shared
+    assert first.team_id in shared and second.team_id in shared
+    running = error_of(shell, f"%aklab forget {second.team_id[:8]}")  # this kernel runs it
+    assert "already running in this process" in running
+    assert "name the team to delete" in error_of(shell, "%aklab forget")
     capsys.readouterr()  # the three one-line errors
 
     report = out_of(shell, capsys, f"%aklab forget {first.team_id[:8]}")
@@ -156,8 +159,7 @@ def test_recover_repairs_a_damaged_store_keeps_what_precedes_the_damage_and_leav
     with path.open("r+b") as f:  # the tail of the file lost (a disk that filled up, a copy cut short)
         f.truncate(size - 4096)
 
-    teams = shell.run_cell("%aklab teams")
-    assert teams.error_in_exec is not None and "%aklab recover" in str(teams.error_in_exec)
+    assert "%aklab recover" in error_of(shell, "%aklab teams")
     capsys.readouterr()
 
     report = out_of(shell, capsys, "%aklab recover")
@@ -193,14 +195,11 @@ def test_recover_refuses_while_a_lab_runs_a_team_of_the_damaged_store(
     with path.open("r+b") as f:  # damaged under a running lab
         f.truncate(path.stat().st_size // 2)
     damaged = path.stat().st_size
-    result = shell.run_cell("%aklab recover")
-    assert result.error_in_exec is not None
-    message = str(result.error_in_exec)
+    message = error_of(shell, "%aklab recover")
     assert f"team(s) {lab.team_id[:8]} of {path} are running in a lab" in message and "stop them first" in message
     assert path.stat().st_size == damaged and not [p for p in tmp_path.iterdir() if ".damaged-" in p.name]  # left as is
 
 
 def test_recover_says_what_it_does_not_do(monkeypatch: pytest.MonkeyPatch, shell: InteractiveShell) -> None:
     monkeypatch.setenv("AKLAB_STORE", "postgresql://user@127.0.0.1:1/aklab")
-    result = shell.run_cell("%aklab recover")
-    assert result.error_in_exec is not None and "this project's store is PostgreSQL" in str(result.error_in_exec)
+    assert "this project's store is PostgreSQL" in error_of(shell, "%aklab recover")
