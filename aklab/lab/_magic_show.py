@@ -88,6 +88,7 @@ def shown(result: AskResult, fmt: str) -> AskResult:
 #: Short headers of the displayed usage table (the DataFrame keeps its own names).
 _SHORT = {
     "run_id": "run",
+    "ask_id": "ask",
     "requests": "req",
     "input_tokens": "in",
     "output_tokens": "out",
@@ -98,15 +99,30 @@ _SHORT = {
 }
 
 
+#: ``%usage --by ask`` shows each question cut to this many characters.
+QUESTION_WIDTH = 36
+
+
 def compact_usage(frame: pd.DataFrame) -> pd.DataFrame:
-    """A usage frame that fits a notebook: 8-character run ids, no role, start time or cost
-    source, short headers, durations to 0.1 s. For display only; the frame keeps every value."""
+    """A usage frame that fits a notebook: 8-character run and ask ids, questions cut to
+    ``QUESTION_WIDTH``, no role, start time or cost source, short headers, durations to
+    0.1 s. For display only; the frame keeps every value."""
     shown = frame.drop(columns=[c for c in ("role", "started_at", "cost_source") if c in frame.columns])
-    if "run_id" in shown.columns:
-        shown = shown.assign(run_id=shown["run_id"].astype(str).str.slice(0, 8))
+    for column in ("run_id", "ask_id"):
+        if column in shown.columns:
+            shown = shown.assign(**{column: shown[column].astype(str).str.slice(0, 8)})
+    if "question" in shown.columns:
+        shown = shown.assign(question=shown["question"].map(_cut))
     if "duration_s" in shown.columns:
         shown = shown.assign(duration_s=shown["duration_s"].round(1))
     return shown.rename(columns=_SHORT)
+
+
+def _cut(question: str | None) -> str | None:
+    if not isinstance(question, str):
+        return question  # asked before the store kept it: unknown (None)
+    line = " ".join(question.split())
+    return line if len(line) <= QUESTION_WIDTH else line[: QUESTION_WIDTH - 1] + "…"
 
 
 def usage_view(frame: pd.DataFrame) -> pd.DataFrame:

@@ -12,13 +12,15 @@ Run All, nbclient and papermill stop there; anything else keeps its traceback.
 ``%aklab team NAME|PATH``                      start the built-in team NAME, or a team file
 ``%aklab model provider:model [options]``      restart the team on another model
 ``%aklab list``                                teams, providers, which keys are set
+``%aklab teams`` / ``resume [TEAM]``           stored teams / bring one back after a restart
+``%aklab forget TEAM`` / ``recover``           delete a stored team / repair a damaged store
 ``%aklab dashboard``                           the live panels in tabs
 ``%aklab help``                                every magic, with examples
 ``%%ask [@Agent] [--bg] [--timeout S]``        send the cell (``{var}`` expanded) to the
 ``      [--out VAR] [--format F]``             team; the replies are the cell's value
 ``%ask [@Agent] question``                     the same, in one line
 ``%stop [@Agent]``                             stop every ask (runs and queued asks)
-``%usage [--by agent|run|model|request]``      tokens and cost as a DataFrame
+``%usage [--by agent|run|model|ask|request]``  tokens and cost as a DataFrame
 ``       [--live]``                            ... or as a live panel
 ``%team`` / ``%transcript [@Agent]``           roster / messages sent (by or to @Agent)
 ``%context [@Agent]``                          context-update blocks delivered
@@ -349,16 +351,19 @@ class AklabMagics(Magics):
         """Tokens and cost as a DataFrame (or a live panel).
 
         Usage:
-          %usage [--by agent|run|model|request] [--live]
+          %usage [--by agent|run|model|ask|request] [--live]
 
-        --by run and --by request are shown narrow, to fit the notebook: run ids cut to 8
-        characters, no role or start time, short headers (req, in, out, tokens, cost $, secs);
-        the value (_) is the full DataFrame, every column and id whole.
+        --by ask gives one row per question: everything it caused, across every agent it
+        involved (the store keeps asks from before a resume too).
+        --by run, ask and request are shown narrow, to fit the notebook: ids cut to 8
+        characters, questions to 36, no role or start time, short headers (req, in, out,
+        tokens, cost $, secs); the value (_) is the full DataFrame, every column and id whole.
 
         Examples:
           %usage
           %usage --by run
-          frame = _   # every column, full run ids
+          %usage --by ask
+          frame = _   # every column, full ids
         """
         if wants_help(line):
             self._help("usage")
@@ -371,7 +376,7 @@ class AklabMagics(Magics):
             frame = lab.usage(by=by)
             from aklab.lab._magic_show import usage_view
 
-            return usage_view(frame) if by in ("run", "request") else frame
+            return usage_view(frame) if by in ("run", "ask", "request") else frame
         except AklabError as exc:
             _fail(exc)
 

@@ -141,6 +141,29 @@ def test_usage_by_run_fits_the_notebook_and_the_value_keeps_full_values(
     assert type(derived) is pd.DataFrame  # derived frames display as usual
 
 
+def test_usage_by_ask_gives_each_question_with_all_it_cost_and_fits_the_notebook(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run(shell, capsys, "%ask Plan the login page, with every field it needs and how each is validated.")
+    run(shell, capsys, "%ask Short one.")
+    frame, out = run(shell, capsys, "%usage --by ask")
+    assert isinstance(frame, pd.DataFrame)
+    assert list(frame.columns) == list(get_lab().usage(by="ask").columns)  # every column
+    assert len(frame) == 2 and all(len(ask_id) == 32 for ask_id in frame["ask_id"])
+    assert frame["question"].iloc[0].startswith("Plan the login page, with every field")  # whole in the value
+    assert frame["agents"].iloc[0] == "@Manager, @Developer"
+    per_agent = get_lab().usage()
+    assert frame["total_tokens"].sum() == per_agent["total_tokens"].sum()  # every request in one ask
+    lines = out.splitlines()
+    assert lines[0].split()[:3] == ["ask", "question", "agents"]
+    assert max(len(line) for line in lines) <= 110
+    assert frame["ask_id"].iloc[0][:8] in out and frame["ask_id"].iloc[0] not in out
+    assert "Plan the login page, with every fie…" in out and "validated" not in out
+    assert "Short one." in out
+    html = frame._repr_html_()
+    assert frame["ask_id"].iloc[0][:8] in html and frame["ask_id"].iloc[0] not in html
+
+
 def test_config_sets_the_defaults(shell: InteractiveShell, capsys: pytest.CaptureFixture[str]) -> None:
     set_lab(None)
     run(shell, capsys, '%config Aklab.default_model = "demo:demo-large"')
