@@ -33,6 +33,7 @@ __all__ = [
     "parse_ask_line",
     "parse_member",
     "parse_model",
+    "parse_transcript",
     "parse_usage",
     "wants_help",
 ]
@@ -150,6 +151,25 @@ def parse_usage(line: str) -> tuple[str, bool]:
     p.add_argument("--live", action="store_true")
     ns = p.parse_args(shlex.split(line))
     return str(ns.by), bool(ns.live)
+
+
+def parse_transcript(line: str) -> tuple[str | None, int | None]:
+    """``%transcript [@Agent] [--last N]``: the member (``@Name``) and N (None: not given)."""
+    p = _Parser(prog="%transcript", add_help=False)
+    p.add_argument("agent", nargs="?")
+    p.add_argument("--last", type=_positive, metavar="N")
+    ns = p.parse_args(shlex.split(line))
+    return (member_name(ns.agent) if ns.agent is not None else None), ns.last
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of messages >= 1, not {text!r}")
+    return value
 
 
 def parse_member(line: str, prog: str) -> str | None:

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn, cast
 
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 
-from aklab.errors import AklabError
+from aklab.errors import AklabError, ConfigError
 from aklab.lab._magic_args import (
     AskArgs,
     UsageError,
@@ -48,9 +48,11 @@ from aklab.lab._magic_args import (
     parse_ask_line,
     parse_member,
     parse_model,
+    parse_transcript,
     parse_usage,
     wants_help,
 )
+from aklab.lab.recorder import TRANSCRIPT_LIMIT
 
 if TYPE_CHECKING:
     from aklab.lab.result import AskResult
@@ -400,15 +402,29 @@ class AklabMagics(Magics):
         """Every message sent in the team, one line each (by or to @Agent only, if given).
 
         Usage:
-          %transcript [@Agent]      (@Developer or Developer)
+          %transcript [@Agent] [--last N]      (@Developer or Developer)
+
+        The newest 2,000 messages (or N), the conversation before a resume included: what
+        memory no longer holds is read back from the event store. A first line says when
+        older ones are left out.
+
+        Examples:
+          %transcript
+          %transcript @Developer --last 20
         """
         if wants_help(line):
             self._help("transcript")
             return
         try:
-            messages = self._lab().transcript(parse_member(line, "%transcript"))
+            agent, last = parse_transcript(line)
+            limit = last or TRANSCRIPT_LIMIT
+            lab = self._lab()
+            messages = lab.transcript(agent, limit=limit)
+            older = _older_note(lab, agent, messages[0]) if messages else None
         except AklabError as exc:
             _fail(exc)
+        if older:
+            print(f"(the newest {len(messages):,} shown; {older})")
         for message in messages:
             sender = message.sender.name if message.sender else "?"
             recipient = message.recipient.name if message.recipient else "?"
@@ -472,6 +488,14 @@ def _new_lab(team: str) -> Lab:
 
     model = settings().default_model
     return Lab(team, model=model or None)
+
+
+def _older_note(lab: Any, agent: str | None, first: Any) -> str | None:
+    """What ``%transcript`` says of the messages before ``first``: None when there are none."""
+    try:
+        return "%transcript --last N shows more" if lab.transcript(agent, before=first, limit=1) else None
+    except ConfigError as exc:  # memory let them go, and no event store keeps them
+        return f"older ones are not kept: {exc}"
 
 
 _MAGICS = ("aklab", "ask", "stop", "usage", "team", "transcript", "context")

@@ -110,6 +110,11 @@ def test_tab_completes_members_subcommands_and_option_values(shell: InteractiveS
     assert complete(shell, "%usage --by ") == ["agent", "ask", "model", "request", "run"]
     assert complete(shell, "%context @M") == ["@Manager"]
     assert complete(shell, "%stop @Q") == ["@QA"]
+    assert complete(shell, "%transcript @D") == ["@Developer"]
+    assert complete(shell, "%transcript @Developer --l") == ["--last"]
+    assert "@Manager" not in complete(shell, "%transcript --last ")  # a number goes there
+    assert complete(shell, "%transcript --last 5 @M") == ["@Manager"]
+    assert "@Manager" not in complete(shell, "%transcript Manager @")  # one member already named
     # the completion replaces the typed fragment, @ included
     with warnings.catch_warnings(), provisionalcompleter():
         [found] = list(shell.Completer.completions("%%ask @De", 9))

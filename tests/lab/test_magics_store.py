@@ -203,3 +203,39 @@ def test_recover_refuses_while_a_lab_runs_a_team_of_the_damaged_store(
 def test_recover_says_what_it_does_not_do(monkeypatch: pytest.MonkeyPatch, shell: InteractiveShell) -> None:
     monkeypatch.setenv("AKLAB_STORE", "postgresql://user@127.0.0.1:1/aklab")
     assert "this project's store is PostgreSQL" in error_of(shell, "%aklab recover")
+
+
+def test_transcript_after_a_resume_reads_the_conversation_before_it_back(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out_of(shell, capsys, "%ask What is 2+2?")
+    out_of(shell, capsys, "%ask @Developer Write the validation.")
+    before = out_of(shell, capsys, "%transcript").splitlines()
+    assert len(before) == 6 and before[0] == "@Human → @Manager (request): What is 2+2?"
+    set_lab(None)  # as after a kernel restart
+    out_of(shell, capsys, "%aklab resume")
+    assert out_of(shell, capsys, "%transcript").splitlines() == before  # read back from the store
+    out_of(shell, capsys, "%ask What is 3+3?")
+    lines = out_of(shell, capsys, "%transcript").splitlines()
+    assert lines[:6] == before and len(lines) == 10 and lines[6] == "@Human → @Manager (request): What is 3+3?"
+    last = out_of(shell, capsys, "%transcript --last 2").splitlines()
+    assert last == ["(the newest 2 shown; %transcript --last N shows more)", *lines[-2:]]
+    developer = out_of(shell, capsys, "%transcript Developer --last 3").splitlines()
+    involved = [line for line in lines if line.startswith("@Developer →") or " → @Developer " in line]
+    assert developer == ["(the newest 3 shown; %transcript --last N shows more)", *involved[-3:]]
+    assert "expected a number of messages >= 1, not '0'" in error_of(shell, "%transcript --last 0")
+
+
+def test_transcript_says_when_memory_let_messages_go_and_no_store_keeps_them(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import aklab.lab.recorder as recorder
+    from aklab.lab import Lab
+
+    monkeypatch.setattr(recorder, "TRANSCRIPT_LIMIT", 4)
+    set_lab(Lab(store=False))
+    for question in ("One?", "Two?", "Three?"):
+        out_of(shell, capsys, f"%ask {question}")
+    lines = out_of(shell, capsys, "%transcript").splitlines()
+    assert lines[0].startswith("(the newest 4 shown; older ones are not kept: ") and len(lines) == 5
+    assert lines[-1].startswith("@Manager → @Human (response)") and "Three?" in lines[-1]
