@@ -32,8 +32,8 @@ __all__ = [
     "parse_ask",
     "parse_ask_line",
     "parse_member",
+    "parse_member_last",
     "parse_model",
-    "parse_transcript",
     "parse_usage",
     "wants_help",
 ]
@@ -153,9 +153,9 @@ def parse_usage(line: str) -> tuple[str, bool]:
     return str(ns.by), bool(ns.live)
 
 
-def parse_transcript(line: str) -> tuple[str | None, int | None]:
-    """``%transcript [@Agent] [--last N]``: the member (``@Name``) and N (None: not given)."""
-    p = _Parser(prog="%transcript", add_help=False)
+def parse_member_last(line: str, prog: str) -> tuple[str | None, int | None]:
+    """``%transcript`` / ``%context [@Agent] [--last N]``: the member (``@Name``) and N (None: not given)."""
+    p = _Parser(prog=prog, add_help=False)
     p.add_argument("agent", nargs="?")
     p.add_argument("--last", type=_positive, metavar="N")
     ns = p.parse_args(shlex.split(line))

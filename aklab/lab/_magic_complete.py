@@ -107,10 +107,10 @@ def complete_words(magic: str, cell: bool, before: list[str], fragment: str) -> 
             options = []
     elif magic == "usage":
         options = list(USAGE_BY) if previous == "--by" else ["--by", "--live", *HELP_WORDS]
-    elif magic == "transcript":
+    elif magic in ("transcript", "context"):
         named = any(not w.startswith("-") and (i == 0 or before[i - 1] != "--last") for i, w in enumerate(before))
         options = [] if previous == "--last" else [*([] if named else _members()), "--last", *HELP_WORDS]
-    elif magic in ("stop", "context"):
+    elif magic == "stop":
         options = _members() if not before else []
     else:
         options = []

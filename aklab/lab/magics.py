@@ -22,8 +22,9 @@ Run All, nbclient and papermill stop there; anything else keeps its traceback.
 ``%stop [@Agent]``                             stop every ask (runs and queued asks)
 ``%usage [--by agent|run|model|ask|request]``  tokens and cost as a DataFrame
 ``       [--live]``                            ... or as a live panel
-``%team`` / ``%transcript [@Agent]``           roster / messages sent (by or to @Agent)
-``%context [@Agent]``                          context-update blocks delivered
+``%team``                                      the roster, busy members marked
+``%transcript [@Agent] [--last N]``            messages sent (by or to @Agent)
+``%context [@Agent] [--last N]``               context-update blocks delivered
 =============================================  ==========================================
 
 Every magic takes ``-h`` / ``--help``; ``%%ask?`` shows the same text.
@@ -47,12 +48,12 @@ from aklab.lab._magic_args import (
     parse_ask,
     parse_ask_line,
     parse_member,
+    parse_member_last,
     parse_model,
-    parse_transcript,
     parse_usage,
     wants_help,
 )
-from aklab.lab.recorder import TRANSCRIPT_LIMIT
+from aklab.lab.recorder import CONTEXT_UPDATES_LIMIT, TRANSCRIPT_LIMIT
 
 if TYPE_CHECKING:
     from aklab.lab.result import AskResult
@@ -416,7 +417,7 @@ class AklabMagics(Magics):
             self._help("transcript")
             return
         try:
-            agent, last = parse_transcript(line)
+            agent, last = parse_member_last(line, "%transcript")
             limit = last or TRANSCRIPT_LIMIT
             lab = self._lab()
             messages = lab.transcript(agent, limit=limit)
@@ -436,15 +437,26 @@ class AklabMagics(Magics):
         """The context-update blocks each agent received (@Agent's only, if given).
 
         Usage:
-          %context [@Agent]         (@Manager or Manager)
+          %context [@Agent] [--last N]         (@Manager or Manager)
+
+        The newest 500 blocks (or N), those before a resume included: what memory no
+        longer holds is read back from the event store.
+
+        Examples:
+          %context @Manager --last 2
         """
         if wants_help(line):
             self._help("context")
             return
         try:
-            updates = self._lab().context(parse_member(line, "%context"))
+            agent, last = parse_member_last(line, "%context")
+            limit = last or CONTEXT_UPDATES_LIMIT
+            updates = self._lab().context(agent, limit=limit + 1)  # one more: are there older ones?
         except AklabError as exc:
             _fail(exc)
+        if len(updates) > limit:
+            updates = updates[1:]
+            print(f"(the newest {limit:,} shown; %context --last N shows more)\n")
         for update in updates:
             print(f"── {update.agent}")
             print(update.block)

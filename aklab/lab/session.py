@@ -419,13 +419,19 @@ class Lab:
         complete = self.recorder.transcript.dropped == 0 and not self._resumed
         return messages_before(self, kept, name, before, limit, memory_complete=complete)
 
-    def context(self, agent: str | None = None) -> list[ContextUpdateEvent]:
-        """The context-update blocks delivered (to ``agent`` only, if given)."""
+    def context(self, agent: str | None = None, *, limit: int | None = None) -> list[ContextUpdateEvent]:
+        """The context-update blocks delivered that memory holds (to ``agent`` only, if given).
+
+        With ``limit``: the newest ``limit`` blocks, oldest first, read back from the event
+        store when memory does not hold them (it let them go, or the team was resumed)."""
         updates = list(self.recorder.context_updates)
-        if agent is None:
-            return updates
-        name = _at(agent)
-        return [u for u in updates if u.agent == name]
+        name = _at(agent) if agent is not None else None
+        if limit is None:
+            return updates if name is None else [u for u in updates if u.agent == name]
+        from aklab.lab.panels._older import context_before
+
+        complete = self.recorder.context_updates.dropped == 0 and not self._resumed
+        return context_before(self, updates, name, limit, memory_complete=complete)
 
     def usage(self, by: str = "agent") -> pd.DataFrame:
         """Tokens and cost as a DataFrame: by agent (default), run, model, ask (each human

@@ -111,6 +111,7 @@ def test_tab_completes_members_subcommands_and_option_values(shell: InteractiveS
     assert complete(shell, "%context @M") == ["@Manager"]
     assert complete(shell, "%stop @Q") == ["@QA"]
     assert complete(shell, "%transcript @D") == ["@Developer"]
+    assert complete(shell, "%context @Manager --") == ["--help", "--last"]
     assert complete(shell, "%transcript @Developer --l") == ["--last"]
     assert "@Manager" not in complete(shell, "%transcript --last ")  # a number goes there
     assert complete(shell, "%transcript --last 5 @M") == ["@Manager"]

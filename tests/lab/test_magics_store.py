@@ -239,3 +239,22 @@ def test_transcript_says_when_memory_let_messages_go_and_no_store_keeps_them(
     lines = out_of(shell, capsys, "%transcript").splitlines()
     assert lines[0].startswith("(the newest 4 shown; older ones are not kept: ") and len(lines) == 5
     assert lines[-1].startswith("@Manager → @Human (response)") and "Three?" in lines[-1]
+
+
+def test_context_after_a_resume_reads_the_blocks_before_it_back(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out_of(shell, capsys, "%ask What is 2+2?")
+    out_of(shell, capsys, "%ask What is 3+3?")
+    before = out_of(shell, capsys, "%context")
+    blocks = get_lab().context()
+    assert before.count("── @") == len(blocks) >= 2
+    set_lab(None)  # as after a kernel restart
+    out_of(shell, capsys, "%aklab resume")
+    assert get_lab().context() == []  # memory saw none of them
+    assert out_of(shell, capsys, "%context") == before  # read back from the store
+    last = out_of(shell, capsys, "%context --last 1")
+    assert last.startswith("(the newest 1 shown; %context --last N shows more)\n")
+    assert last.endswith(f"── {blocks[-1].agent}\n{blocks[-1].block}\n\n")
+    manager = get_lab().context("Manager", limit=100)
+    assert manager == [b for b in blocks if b.agent == "@Manager"] and manager

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from aklab.agent import AgentMessage
+from aklab.agent import AgentMessage, ContextUpdateEvent
 from aklab.core import Message, SentMessage
 from aklab.errors import ConfigError
 from aklab.lab.panels._feed import ask_of, is_transcript
@@ -26,7 +26,7 @@ from aklab.lab.panels._feed import ask_of, is_transcript
 if TYPE_CHECKING:
     from aklab.store import EventStore
 
-__all__ = ["NOT_KEPT", "TRANSCRIPT_KINDS", "OlderPage", "OlderRecords", "messages_before"]
+__all__ = ["NOT_KEPT", "TRANSCRIPT_KINDS", "OlderPage", "OlderRecords", "context_before", "messages_before"]
 
 #: The stored kinds a transcript shows (``is_transcript`` narrows them further).
 #: How many older records a page reads at most to find the message of a ``/command`` it shows.
@@ -198,6 +198,35 @@ def messages_before(
         if page.done:
             break
     return found
+
+
+def context_before(
+    lab: Any, kept: list[ContextUpdateEvent], agent: str | None, limit: int | None, *, memory_complete: bool
+) -> list[ContextUpdateEvent]:
+    """``lab.context(agent, limit=...)``: the newest ``limit`` context updates (``agent``'s
+    only, if given), oldest first; from memory (``kept``) when it holds them, else read back
+    from the store (which has memory's too). Without a store, what memory holds."""
+    from aklab.core import EventMessage
+
+    limit = _check_limit(limit)
+    kept = [u for u in kept if agent is None or u.agent == agent]
+    older = OlderRecords.of(lab)
+    if len(kept) >= limit or memory_complete or older.store is None:
+        return kept[-limit:]
+    found: list[ContextUpdateEvent] = []
+    cursor: int | None = None
+    while len(found) < limit:
+        want = limit - len(found)
+        rows = older.store.records(older.team_id, kinds=["ContextUpdateEvent"], before=cursor, limit=want, newest=True)
+        if rows:
+            cursor = rows[0].seq
+        records = (row.message() for row in rows)
+        events = [r.event for r in records if isinstance(r, EventMessage) and isinstance(r.event, ContextUpdateEvent)]
+        found = [u for u in events if agent is None or u.agent == agent] + found
+        if len(rows) < want:
+            break
+    # a store that failed to write (a full disk) holds fewer than memory: memory answers
+    return found[-limit:] if len(found) >= len(kept) else kept[-limit:]
 
 
 def _involves(message: AgentMessage, name: str) -> bool:
