@@ -434,9 +434,15 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         handling = self._stored_handling()
         if handling is None:
             return
+        profile = self._react_agent.profile
         self.notify_event(
             ModelRequestEvent(
-                agent=self.config.name, agent_id=self.myAddress.agent_id, message_id=handling, run_id=run_id
+                agent=self.config.name,
+                agent_id=self.myAddress.agent_id,
+                message_id=handling,
+                run_id=run_id,
+                model=profile.label,
+                local=profile.local,
             )
         )
 

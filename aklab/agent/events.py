@@ -133,7 +133,13 @@ class ModelRequestEvent(_ModelCallEvent):
     stored before it is sent. One that has no answer (``ModelResponseEvent``) in a handling
     the kernel never finished went out (or was about to) and never came back: it may have
     been paid for, and what it cost is unknown. A resume reports such requests once
-    (``UnansweredRequestsEvent``); the handling, done again, asks afresh."""
+    (``UnansweredRequestsEvent``) and counts each in usage as a failed request of unknown
+    size (its cost unknown too, unless ``local``); the handling, done again, asks afresh."""
+
+    model: str = ""
+    """The model label its usage row would carry (``local:smollm2``); empty in older records."""
+    local: bool = False
+    """The model is a server on this machine: the request cost nothing."""
 
 
 class UnansweredRequestsEvent(BaseModel):

@@ -119,6 +119,10 @@ class StoredTeam:
     """Requests to a model outside the kernel (ids of their ``ModelRequestEvent`` records) sent by
     a handling that never finished, with no answer stored: perhaps paid for, their usage unknown.
     The resume records them (``UnansweredRequestsEvent``); a later resume leaves them out."""
+    unanswered_usage: list[LlmUsageEvent] = field(default_factory=list)
+    """One failed request of unknown size for each of ``unanswered`` (its cost unknown too,
+    unless the model is local): the resume records them, so that usage, the members' budgets
+    and the open asks' counters count every request sent, and none twice."""
     unreadable: list[str] = field(default_factory=list)
     """Answers stored in a handling that never finished that no longer read back (written by
     another pydantic-ai version, say; the ids of their records): paid for, their usage unknown;
@@ -159,7 +163,7 @@ class StoredTeam:
         if self.unanswered:
             more += (
                 f", {len(self.unanswered)} model request(s) in flight when the kernel stopped "
-                "(sent, perhaps paid for, never answered: their usage is unknown and not counted)"
+                "(sent, perhaps paid for, never answered: in usage as failed requests, tokens and cost unknown)"
             )
         return (
             f"resumed team {self.info.name!r} ({self.team_id[:8]}): {len(agents)} agents ({', '.join(agents)}), "
@@ -403,6 +407,7 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
     asks = _open_asks(store, info.team_id, {m.ask_id for _, m in pending if m.ask_id is not None}, handled, unsent)
     recovered = _replays(answers, counted_runs, members, pending, asks)
     unanswered = _unanswered(request_rows, finished, answered, known_unanswered, counted_runs)
+    unanswered_usage = _unanswered_usage(store, info, unanswered, members, asks)
     planning = sorted(tasks.values(), key=lambda t: int(t.id[1:]) if t.id[1:].isdigit() else 0)
     dropped = len(unfinished) - len(pending)
     return StoredTeam(
@@ -419,6 +424,7 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
         [members[a] for a in unhired],
         recovered,
         unanswered,
+        unanswered_usage,
         unreadable,
     )
 
@@ -478,6 +484,52 @@ def _unanswered(
         if handling_id not in finished and run_id not in ended_runs:
             starts.setdefault(run_id, []).append(record_id)
     return [r for run_id, ids in starts.items() for r in ids[answered[run_id] :] if r not in known]
+
+
+def _unanswered_usage(
+    store: EventStore,
+    info: TeamInfo,
+    record_ids: list[str],
+    members: dict[str, StoredMember],
+    asks: dict[str, StoredAsk],
+) -> list[LlmUsageEvent]:
+    """A failed request of unknown size for each request in flight when the kernel stopped
+    (``record_ids``: their ``ModelRequestEvent`` records), charged like any request: to its
+    member's budget and its open ask's counters. Its model is the one the record names (older
+    records name none: the member's last, else ``unknown``)."""
+    from aklab.agent.events import ModelRequestEvent
+    from aklab.core import EventMessage
+    from aklab.llm import LlmUsageEvent
+
+    events: list[LlmUsageEvent] = []
+    for record_id in record_ids:
+        for row in store.records(info.team_id, record_id=record_id):
+            record = row.message()
+            if not (isinstance(record, EventMessage) and isinstance(record.event, ModelRequestEvent)):
+                continue
+            request = record.event
+            member = members.get(request.agent_id)
+            earlier = [u.model for u in member.usage] if member is not None else []
+            event = LlmUsageEvent(
+                agent=request.agent,
+                role=member.role if member is not None else "",
+                run_id=request.run_id,
+                model=request.model or (earlier[-1] if earlier else "unknown"),
+                ask_id=record.ask_id,
+                input_tokens=None,
+                output_tokens=None,
+                ok=False,
+                cost_usd=0.0 if request.local else None,
+                cost_source="local" if request.local else None,
+                started_at=row.created_at,
+            )
+            events.append(event)
+            if member is not None:
+                member.usage.append(event)
+            ask = asks.get(event.ask_id) if event.ask_id is not None else None
+            if ask is not None:
+                ask.charge(event)
+    return events
 
 
 def _replays(
@@ -600,7 +652,7 @@ def restore_team(lab: Lab, stored: StoredTeam) -> None:
         lab.orchestrator.team_log.record(EventMessage(event=UnansweredRequestsEvent(record_ids=stored.unanswered)))
     if stored.unreadable:
         lab.orchestrator.team_log.record(EventMessage(event=UnreadableAnswersEvent(record_ids=stored.unreadable)))
-    for event in stored.recovered:  # stored, and in lab.usage(), like any request's usage
+    for event in [*stored.recovered, *stored.unanswered_usage]:  # stored, and in lab.usage(), like any request's
         lab.orchestrator.team_log.record(EventMessage(event=event, ask_id=event.ask_id))
     for member in agents:
         agent = lab.system.proxy_ask(live[member.agent_id], BaseAgent)

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
@@ -166,8 +167,9 @@ def test_a_request_in_flight_when_the_kernel_dies_is_reported_once_by_the_resume
 ) -> None:
     """Each request to a model outside the kernel is stored before it leaves: the Developer's,
     which the server holds when the kernel is killed, has no answer, so the resume reports it
-    (perhaps paid for, its usage unknown) and records that it did; a later resume does not
-    report it again. Answered requests and the ones of the run done again are not reported."""
+    (perhaps paid for, its usage unknown), counts it in usage as a failed request whose tokens
+    and cost are unknown, and records that it did; a later resume neither reports nor counts
+    it again. Answered requests and the ones of the run done again are not reported."""
     path = tmp_path / "events.sqlite3"
     answers: list[bool] = []
     fake_openai.default = _relay(answers)
@@ -186,6 +188,20 @@ def test_a_request_in_flight_when_the_kernel_dies_is_reported_once_by_the_resume
         assert len(store.records(kinds=["ModelRequestEvent"])) == 4  # and the Developer's again, the Manager's last
     with Lab.resume(store=path, spec=team_from_dict(RELAY), model=_model(fake_openai)) as again:
         assert "in flight" not in (again.resume_report or "")
+        rows = again.usage(by="request")
+        lost = rows[rows["run_id"] == requests[1].event.run_id]
+        assert len(lost) == 1  # counted once, by the first resume
+        [row] = lost.to_dict("records")
+        assert row["agent"] == "@Developer" and row["model"] == requests[1].event.model and not row["ok"]
+        assert pd.isna(row["input_tokens"]) and pd.isna(row["output_tokens"])  # unknown, not a made-up 0
+        assert requests[1].event.local and row["cost_usd"] == 0.0  # a server on 127.0.0.1 is free
+        # the Manager's two answered requests; the Developer's lost one and the one asked again
+        assert sorted(zip(rows["agent"], rows["ok"], strict=True)) == [
+            ("@Developer", False),
+            ("@Developer", True),
+            ("@Manager", True),
+            ("@Manager", True),
+        ]
 
 
 def _resumed_with_one_request_in_flight(path: Path, server: FakeOpenAI) -> list[str]:
@@ -559,3 +575,35 @@ def test_a_request_without_an_answer_is_counted_per_run_and_reported_once() -> N
     assert _unanswered(rows, {"done", "cut"}, answers, set(), set()) == []
     # a run whose usage is stored ended: its requests were answered or failed, none is in flight
     assert _unanswered(rows, {"done"}, answers, set(), {"r1", "r2"}) == ["q4"]
+
+
+def test_a_request_in_flight_to_a_cloud_model_counts_with_an_unknown_cost(tmp_path: Path) -> None:
+    """What the resume counts for a request in flight: its member's model (from the request's
+    record, else the member's last usage), unknown tokens, and an unknown cost unless local;
+    in the member's budget from then on."""
+    from aklab.agent.events import ModelRequestEvent
+    from aklab.core import ActorAddress, EventMessage
+    from aklab.lab.resume import StoredAsk, StoredMember, _unanswered_usage
+    from aklab.llm import LlmUsageEvent
+
+    sender = ActorAddress("a1", "@Developer", "Developer", team_id="t1")
+    cloud = ModelRequestEvent(
+        agent="@Developer", agent_id="a1", message_id="m1", run_id="r1", model="openai:gpt-4o-mini", local=False
+    )
+    older = ModelRequestEvent(agent="@Developer", agent_id="a1", message_id="m1", run_id="r2")  # names no model
+    with SqliteStore(tmp_path / "events.sqlite3") as store:
+        ids = []
+        for event in (older, cloud):
+            record = EventMessage(event=event, ask_id="ask1", sender=sender)
+            store.append(record, "t1")
+            ids.append(record.id)
+        member = StoredMember("a1", "@Developer", "Developer")
+        member.usage.append(LlmUsageEvent(agent="@Developer", run_id="r0", model="openai:gpt-4.1", cost_usd=0.5))
+        ask = StoredAsk("ask1")
+        info = next(t for t in store.teams() if t.team_id == "t1")
+        events = _unanswered_usage(store, info, ids, {"a1": member}, {"ask1": ask})
+    assert [(e.model, e.run_id, e.ok, e.input_tokens, e.cost_usd, e.ask_id) for e in events] == [
+        ("openai:gpt-4.1", "r2", False, None, None, "ask1"),
+        ("openai:gpt-4o-mini", "r1", False, None, None, "ask1"),
+    ]
+    assert member.usage[1:] == events  # in the member's budget from now on
