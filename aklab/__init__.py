@@ -34,7 +34,8 @@ def history(store: Any = None, **filters: Any) -> Any:
 
     ``store``: a path, a ``postgresql://`` DSN or an open store (default: ``$AKLAB_STORE``,
     else ``./.aklab/events.sqlite3``); a SQLite path with no store raises ``ConfigError``
-    saying where it looked (nothing is created). Filters: ``team`` (id or name), ``agent``,
+    saying where it looked (nothing is created). Filters: ``team`` (id, id prefix or name; one
+    that names no stored team raises ``ConfigError``), ``agent``,
     ``model``, ``since``, ``until`` (datetime, date or ISO string).
     """
     from aklab.store import EventStore, open_store

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
-from aklab.store._base import EventStore, StoredRecord, to_utc
+from aklab.errors import ConfigError
+from aklab.store._base import EventStore, StoredRecord, TeamInfo, to_utc
 from aklab.store._progress import ReadProgress
 
 if TYPE_CHECKING:
@@ -113,15 +114,18 @@ def history(
     since: datetime | date | str | None = None,
     until: datetime | date | str | None = None,
 ) -> History:
-    """Asks, runs, usage and messages of every team in ``store`` (or of ``team``: its id or
-    name), optionally only ``agent``'s (``@Name`` or ``Name``), only ``model``'s, and only
-    what was recorded in ``[since, until)``."""
+    """Asks, runs, usage and messages of every team in ``store`` (or of ``team``: its id, an
+    id prefix such as the 8 characters ``%aklab teams`` shows, or its name: every team of
+    that name), optionally only ``agent``'s (``@Name`` or ``Name``), only ``model``'s, and
+    only what was recorded in ``[since, until)``. A ``team`` that names no stored team
+    raises ``ConfigError`` listing some."""
     since_utc = to_utc(since) if since is not None else None
     until_utc = to_utc(until) if until is not None else None
-    names = {t.team_id: t.name for t in store.teams()}
+    teams = store.teams()
+    names = {t.team_id: t.name for t in teams}
     team_ids: list[str | None] = [None]
     if team is not None:
-        team_ids = [tid for tid, name in names.items() if team in (tid, name)] or [team]
+        team_ids = list(_team_ids(store, teams, team))
     usage_rows, message_rows = _read(store, team_ids, since_utc, until_utc)
     every_message = message_rows
     who = None if agent is None else (agent if agent.startswith("@") else f"@{agent}")
@@ -149,6 +153,20 @@ PAGE = 20_000
 #: A read that takes longer than this says on stderr how far it has got, page by page.
 PROGRESS_AFTER_S = 2.0
 _KINDS = ("SentMessage", "LlmUsageEvent")
+
+
+def _team_ids(store: EventStore, teams: list[TeamInfo], team: str) -> list[str]:
+    """The ids of the teams ``team`` names: the one with that id, else those whose id starts
+    with it, else those of that name; else the id itself if records are stored under it (a
+    team whose row another process deleted while this one went on appending to it)."""
+    found = [t.team_id for t in teams if t.team_id == team] or [t.team_id for t in teams if t.team_id.startswith(team)]
+    found = found or [t.team_id for t in teams if t.name == team]
+    if found:
+        return found
+    if team and store.records(team, limit=1):
+        return [team]
+    known = ", ".join(f"{t.name} ({t.team_id[:8]})" for t in teams[:10]) or "none"
+    raise ConfigError(f"no stored team {team!r} in {store.location}; stored: {known}")
 
 
 def _read(

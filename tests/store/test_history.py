@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from aklab.errors import ConfigError
 from aklab.lab import Lab
 from aklab.lab.frames import REQUEST_COLUMNS
 from aklab.store import SqliteStore, StoreSubscriber, history, new_team_id
@@ -95,10 +96,13 @@ def test_history_filters_by_team_agent_model_and_time(
         no_model = history(store, model="no-such-model")
         future = history(store, since=datetime.now(UTC) + timedelta(days=1))
         past = history(store, until="2000-01-01")
-        unknown_team = history(store, team="no-such-team")
+        by_prefix = history(store, team=first_team[:8])  # as %aklab teams shows it
+        with pytest.raises(ConfigError, match=r"no stored team 'no-such-team' in .*; stored: dev-team \("):
+            history(store, team="no-such-team")
         model = everything.usage["model"].iloc[0]
         one_model = history(store, model=model)
     assert set(by_team.asks["team_id"]) == {first_team} and len(by_team.asks) == 2
+    assert by_prefix.asks.equals(by_team.asks)
     assert len(by_name.asks) == 3
     assert set(developer.usage["agent"]) == {"@Developer"}
     assert developer.asks["requests"].sum() == developer.usage["requests"].sum()
@@ -107,7 +111,7 @@ def test_history_filters_by_team_agent_model_and_time(
     pairs = zip(developer.messages["sender"], developer.messages["recipient"], strict=True)
     assert all("@Developer" in pair for pair in pairs)
     assert len(one_model.usage) == len(everything.usage[everything.usage["model"] == model]) > 0
-    for empty in (no_model, future, past, unknown_team):
+    for empty in (no_model, future, past):
         assert empty.usage.empty and empty.runs.empty
     assert future.asks.empty and future.messages.empty and list(future.asks.columns) == list(everything.asks.columns)
 
