@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -59,6 +60,8 @@ from aklab.store._codec import Row
 from aklab.store._queue import QueuedWrites
 
 __all__ = ["DEFAULT_STORE_DIR", "DEFAULT_STORE_FILE", "RecoveryReport", "SqliteStore", "default_store_path"]
+
+log = logging.getLogger("aklab.store")
 
 DEFAULT_STORE_DIR = ".aklab"
 DEFAULT_STORE_FILE = "events.sqlite3"
@@ -397,7 +400,10 @@ class SqliteStore(QueuedWrites, EventStore):
     def forget(self, team_id: str) -> int:
         """See ``EventStore.forget``: ``FORGET_CHUNK`` records per transaction, each lifting the
         no-delete trigger for its own deletes only (other connections never see it lifted).
-        The file keeps its size; SQLite reuses the freed pages."""
+        The file keeps its size; SQLite reuses the freed pages. What is deleted leaves no
+        bytes behind: its deletes run with ``secure_delete`` (the freed space is overwritten
+        with zeros; some SQLite builds have it off by default), and the log, which held the
+        pages as they were written, is copied back and truncated (``_truncate_log``)."""
         check_team_id(team_id)
         if self.read_only is not None:
             raise StoreError(f"event store {self.path} is read-only ({self.read_only}): nothing can be forgotten")
@@ -406,25 +412,46 @@ class SqliteStore(QueuedWrites, EventStore):
             with self._lock:
                 self._write(None)  # this object's queue first (records of other teams)
                 conn, total = self._db(), 0
-                while True:
-                    try:
-                        conn.execute("BEGIN IMMEDIATE")
-                        conn.execute("DROP TRIGGER events_no_delete")
-                        gone = conn.execute(_FORGET_CHUNK_SQL, (team_id, FORGET_CHUNK)).rowcount
+                secure = conn.execute("PRAGMA secure_delete").fetchone()[0]
+                conn.execute("PRAGMA secure_delete=ON")
+                try:
+                    while True:
+                        try:
+                            conn.execute("BEGIN IMMEDIATE")
+                            conn.execute("DROP TRIGGER events_no_delete")
+                            gone = conn.execute(_FORGET_CHUNK_SQL, (team_id, FORGET_CHUNK)).rowcount
+                            if gone < FORGET_CHUNK:
+                                conn.execute("DELETE FROM teams WHERE team_id = ?", (team_id,))
+                                self._teams_written.discard(team_id)
+                            conn.execute(_NO_DELETE)
+                            conn.execute("COMMIT")
+                        except sqlite3.Error as exc:
+                            if conn.in_transaction:
+                                conn.execute("ROLLBACK")
+                            raise self._wrap(exc, f"forget team {team_id}") from exc
+                        total += gone
                         if gone < FORGET_CHUNK:
-                            conn.execute("DELETE FROM teams WHERE team_id = ?", (team_id,))
-                            self._teams_written.discard(team_id)
-                        conn.execute(_NO_DELETE)
-                        conn.execute("COMMIT")
-                    except sqlite3.Error as exc:
-                        if conn.in_transaction:
-                            conn.execute("ROLLBACK")
-                        raise self._wrap(exc, f"forget team {team_id}") from exc
-                    total += gone
-                    if gone < FORGET_CHUNK:
-                        return total
+                            break
+                finally:
+                    conn.execute(f"PRAGMA secure_delete={int(secure)}")
+                self._truncate_log(conn)
+                return total
         finally:
             self.release(team_id)
+
+    def _truncate_log(self, conn: sqlite3.Connection) -> None:
+        """Copy the log back into the file and truncate it, so that the pages it held as they
+        were written before a ``forget`` are gone too. Another connection reading an older
+        snapshot keeps SQLite from it (it says busy): then the log is reused from its start
+        by a later commit, once every reader has moved on, and overwritten as it goes."""
+        try:
+            busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        except sqlite3.Error as exc:
+            busy, why = 1, str(exc)
+        else:
+            why = "another connection is reading"
+        if busy:
+            log.info("event store %s: the log could not be truncated after forget (%s)", self.path, why)
 
     def save_team(self, team_id: str, *, name: str, metadata: dict[str, Any] | None = None) -> None:
         from aklab.store._codec import scrub

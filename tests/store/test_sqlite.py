@@ -393,3 +393,32 @@ def test_a_big_team_is_forgotten_in_chunks_newest_first_and_an_interrupted_forge
             real.execute("DELETE FROM events")
         assert store.forget(team) == 6  # forgetting again finishes the job
         assert [t.team_id for t in store.teams()] == [other] and len(store.records(other)) == 1
+
+
+def test_forget_leaves_no_trace_of_the_team_in_the_file_or_its_log(tmp_path: Path) -> None:
+    """What ``forget`` deleted cannot be read back from the bytes on disk: the freed space is
+    overwritten with zeros (``secure_delete`` for its deletes) and the log, which held the
+    pages as they were written, is truncated once copied back."""
+    path = tmp_path / "events.sqlite3"
+    kept_team, gone_team = new_team_id(), new_team_id()
+    with SqliteStore(path) as store:
+        for i in range(300):  # enough to span many pages of the table and its indexes
+            store.append(sent(f"keep-me-{i:04d} " + "k" * 200), kept_team)
+            store.append(sent(f"secret-plan-{i:04d} " + "s" * 200), gone_team)
+        store.flush()
+        on_disk = path.read_bytes() + path.with_name(path.name + "-wal").read_bytes()
+        assert b"secret-plan-0123" in on_disk  # the test can see what a forget must remove
+        # as in SQLite builds where it is off by default (Debian's has it on)
+        store._db().execute("PRAGMA secure_delete=OFF")
+        assert store.forget(gone_team) == 300
+        assert store._db().execute("PRAGMA secure_delete").fetchone() == (0,)  # as it was
+        assert len(store.records(kept_team)) == 300
+    wal = path.with_name(path.name + "-wal")
+    on_disk = path.read_bytes() + (wal.read_bytes() if wal.exists() else b"")
+    assert b"secret-plan" not in on_disk and gone_team.encode() not in on_disk
+    assert b"keep-me-0123" in on_disk
+    with SqliteStore(path) as store:
+        assert [r.message().message.content[:12] for r in store.records(kept_team)][:2] == [
+            "keep-me-0000",
+            "keep-me-0001",
+        ]
