@@ -163,7 +163,7 @@ class StoredTeam:
         if self.unanswered:
             more += (
                 f", {len(self.unanswered)} model request(s) in flight when the kernel stopped "
-                "(sent, perhaps paid for, never answered: in usage as failed requests, tokens and cost unknown)"
+                "(sent, perhaps paid for, never answered: in usage as failed requests of unknown size)"
             )
         return (
             f"resumed team {self.info.name!r} ({self.team_id[:8]}): {len(agents)} agents ({', '.join(agents)}), "
