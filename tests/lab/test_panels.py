@@ -146,6 +146,34 @@ def test_a_dashboard_attached_after_asking_replays_what_the_live_one_saw(lab: La
     assert following(lab) == own
 
 
+def test_a_dashboard_on_a_resumed_lab_shows_the_context_blocks_from_before_the_restart(tmp_path: Any) -> None:
+    """A resumed member's baseline is restored, so its next block is a delta (or none): the
+    panel composes each agent's state from the blocks before the restart, read back from
+    the store, and shows what the live panel showed."""
+    path = tmp_path / "events.sqlite3"
+    with Lab(store=path) as first:
+        live = attach_panels(first)
+        try:
+            first.ask("Plan the login page", timeout=20)
+            first.ask("And the signup page", timeout=20)
+            live.flush()
+            shown = live.context.html.value
+            view = live.context.model._view()
+        finally:
+            live.close()
+        team_id = first.team_id
+    assert view.delivered >= 2
+    with Lab.resume(team_id, store=path) as again:
+        assert again.context() == []  # memory holds none of them
+        board = attach_panels(again)
+        try:
+            board.flush()
+            assert board.context.model._view() == view
+            assert board.context.html.value == shown
+        finally:
+            board.close()
+
+
 def test_records_arriving_during_the_replay_are_shown_exactly_once() -> None:
     recorder = TeamRecorder()
     recorder.on_message(sent("@Human", "@Manager", "before"))

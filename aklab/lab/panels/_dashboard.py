@@ -163,7 +163,7 @@ def attach_panels(lab: Lab, dashboard: Dashboard | None = None) -> Dashboard:
     board.transcript.model.bind(OlderRecords.of(lab), dropped=feed.dropped if feed is not None else 0)
 
     members = lab.team()
-    events: list[Any] = [*_copy(recorder.context_updates), *_copy(recorder.usage)]
+    events: list[Any] = [*_earlier_context(lab), *_copy(recorder.context_updates), *_copy(recorder.usage)]
     with board.hub.batched():
         for member in members:
             board.roster.model.join(member.name, member.role)
@@ -173,6 +173,22 @@ def attach_panels(lab: Lab, dashboard: Dashboard | None = None) -> Dashboard:
             board.hub.feed(EventMessage(event=event))
         gate.open({_identity(r) for r in transcript} | {id(e) for e in events})
     return board
+
+
+def _earlier_context(lab: Lab) -> list[Any]:
+    """The context-update blocks memory does not hold (from before a resume, or let go),
+    read back from the event store, oldest first: the panel composes each agent's state
+    from every block since its first. Nothing when memory holds them all or no store can
+    tell (then the panel starts from what memory holds)."""
+    from aklab.errors import AklabError
+    from aklab.lab.recorder import CONTEXT_UPDATES_LIMIT
+
+    try:
+        stored = lab.context(limit=CONTEXT_UPDATES_LIMIT)
+    except AklabError:
+        return []
+    held = {(u.agent, u.number) for u in lab.recorder.context_updates}
+    return [u for u in stored if (u.agent, u.number) not in held]
 
 
 def ask_transcript(lab: Lab, ask_id: str | None = None, *, limit: int = 500, keep: int = 5000) -> TranscriptPanel:
