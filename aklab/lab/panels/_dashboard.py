@@ -183,8 +183,11 @@ def _earlier_context(lab: Lab) -> list[Any]:
     from aklab.errors import AklabError
     from aklab.lab.recorder import CONTEXT_UPDATES_LIMIT
 
+    context = getattr(lab, "context", None)  # a lab-like object without a store has none
+    if context is None:
+        return []
     try:
-        stored = lab.context(limit=CONTEXT_UPDATES_LIMIT)
+        stored = context(limit=CONTEXT_UPDATES_LIMIT)
     except AklabError:
         return []
     held = {(u.agent, u.number) for u in lab.recorder.context_updates}
