@@ -177,7 +177,7 @@ def pick_team(store: EventStore, team: str | None, *, skip_running: bool = False
     ``skip_running``, None skips the teams that labs in other processes run (another
     notebook's kernel) and refuses one a lab in this process runs (``TeamInUseError``):
     re-running a resume cell must not walk back to older teams."""
-    from aklab.store import StoreError, TeamInUseError
+    from aklab.store import StoreError, TeamInUseError, matching_teams
 
     teams = store.teams()
     if not teams:
@@ -208,25 +208,16 @@ def pick_team(store: EventStore, team: str | None, *, skip_running: bool = False
             f"every team stored in {store.location} is running in a lab in another process now ({len(teams)}): "
             "close one there first, or name one to see where it runs"
         )
-    return _matching(teams, team, store.location)[0]
-
-
-def _matching(teams: list[TeamInfo], team: str, location: str) -> list[TeamInfo]:
-    """The stored teams ``team`` names, latest first: the one with that id, else those whose
-    id starts with it, else those of that name. None raises ``ConfigError`` listing some."""
-    found = [t for t in teams if t.team_id == team] or [t for t in teams if t.team_id.startswith(team)]
-    found = found or [t for t in teams if t.name == team]
-    if not found:
-        known = ", ".join(f"{t.name} ({t.team_id[:8]})" for t in teams[:10]) or "none"
-        raise ConfigError(f"no stored team {team!r} in {location}; stored: {known}")
-    return found
+    return matching_teams(teams, team, store.location)[0]
 
 
 def find_team(store: EventStore, team: str) -> TeamInfo:
     """The one stored team ``team`` names: its id, an id prefix or its name. Unlike
     :func:`pick_team`, a prefix or name several teams share is refused, naming them (for
     deletion, where taking the latest would be a guess)."""
-    found = _matching(store.teams(), team, store.location)
+    from aklab.store import matching_teams
+
+    found = matching_teams(store.teams(), team, store.location)
     if len(found) > 1:
         listed = ", ".join(f"{t.team_id} (last active {t.last_activity:%Y-%m-%d %H:%M} UTC)" for t in found[:10])
         raise ConfigError(f"{len(found)} stored teams match {team!r}: {listed}; name one by its id")
@@ -509,12 +500,12 @@ def _unanswered_usage(
                 continue
             request = record.event
             member = members.get(request.agent_id)
-            earlier = [u.model for u in member.usage] if member is not None else []
+            last = member.usage[-1].model if member is not None and member.usage else "unknown"
             event = LlmUsageEvent(
                 agent=request.agent,
                 role=member.role if member is not None else "",
                 run_id=request.run_id,
-                model=request.model or (earlier[-1] if earlier else "unknown"),
+                model=request.model or last,
                 ask_id=record.ask_id,
                 input_tokens=None,
                 output_tokens=None,

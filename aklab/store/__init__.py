@@ -56,6 +56,7 @@ from aklab.store._base import (
     StoreError,
     TeamInfo,
     TeamInUseError,
+    matching_teams,
     new_team_id,
 )
 from aklab.store._codec import class_path, decode, encode
@@ -87,6 +88,7 @@ __all__ = [
     "encode",
     "history",
     "is_postgres",
+    "matching_teams",
     "new_team_id",
     "no_store_here",
     "open_store",

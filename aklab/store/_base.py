@@ -25,6 +25,7 @@ __all__ = [
     "StoreError",
     "StoredRecord",
     "TeamInfo",
+    "matching_teams",
     "new_team_id",
     "to_utc",
 ]
@@ -206,6 +207,18 @@ class EventStore(ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.location}>"
+
+
+def matching_teams(teams: list[TeamInfo], team: str, location: str) -> list[TeamInfo]:
+    """The stored teams ``team`` names, in ``teams``' order: the one with that id, else those
+    whose id starts with it, else those of that name. None raises ``ConfigError`` listing
+    some of ``teams`` (stored in ``location``)."""
+    found = [t for t in teams if t.team_id == team] or [t for t in teams if t.team_id.startswith(team)]
+    found = found or [t for t in teams if t.name == team]
+    if not found:
+        known = ", ".join(f"{t.name} ({t.team_id[:8]})" for t in teams[:10]) or "none"
+        raise ConfigError(f"no stored team {team!r} in {location}; stored: {known}")
+    return found
 
 
 def check_kinds(kinds: Iterable[str] | None) -> list[str] | None:

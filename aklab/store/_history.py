@@ -17,7 +17,7 @@ from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
 from aklab.errors import ConfigError
-from aklab.store._base import EventStore, StoredRecord, TeamInfo, to_utc
+from aklab.store._base import EventStore, StoredRecord, TeamInfo, matching_teams, to_utc
 from aklab.store._progress import ReadProgress
 
 if TYPE_CHECKING:
@@ -125,7 +125,7 @@ def history(
     names = {t.team_id: t.name for t in teams}
     team_ids: list[str | None] = [None]
     if team is not None:
-        team_ids = list(_team_ids(store, teams, team))
+        team_ids = [*_team_ids(store, teams, team)]
     usage_rows, message_rows = _read(store, team_ids, since_utc, until_utc)
     every_message = message_rows
     who = None if agent is None else (agent if agent.startswith("@") else f"@{agent}")
@@ -156,17 +156,15 @@ _KINDS = ("SentMessage", "LlmUsageEvent")
 
 
 def _team_ids(store: EventStore, teams: list[TeamInfo], team: str) -> list[str]:
-    """The ids of the teams ``team`` names: the one with that id, else those whose id starts
-    with it, else those of that name; else the id itself if records are stored under it (a
-    team whose row another process deleted while this one went on appending to it)."""
-    found = [t.team_id for t in teams if t.team_id == team] or [t.team_id for t in teams if t.team_id.startswith(team)]
-    found = found or [t.team_id for t in teams if t.name == team]
-    if found:
-        return found
-    if team and store.records(team, limit=1):
-        return [team]
-    known = ", ".join(f"{t.name} ({t.team_id[:8]})" for t in teams[:10]) or "none"
-    raise ConfigError(f"no stored team {team!r} in {store.location}; stored: {known}")
+    """The ids of the teams ``team`` names (``matching_teams``), else the id itself if
+    records are stored under it (a team whose row another process deleted while this one
+    went on appending to it)."""
+    try:
+        return [t.team_id for t in matching_teams(teams, team, store.location)]
+    except ConfigError:
+        if team and store.records(team, limit=1):
+            return [team]
+        raise
 
 
 def _read(
