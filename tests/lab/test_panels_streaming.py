@@ -89,6 +89,29 @@ def test_a_message_being_written_shows_as_a_provisional_row_until_it_is_sent(boa
     assert repr(board.transcript) == "<TranscriptPanel: 2 messages>"
 
 
+def test_an_agent_whose_turn_has_written_nothing_yet_shows_as_working(board: Dashboard) -> None:
+    """A slow model's first seconds: the live view says who is working instead of showing nothing."""
+    board.feed(busy("@Manager", True))
+    page = html(board)
+    assert "no messages yet" not in page and page.count("working…") == 1 and "<b>@Manager</b>" in page
+    board.feed(sent("@Human", "@Manager", "Plan it"))
+    board.feed(busy("@Developer", True))
+    page = html(board)
+    assert page.count("working…") == 2 and page.index(REAL) < page.index("working…")
+    assert repr(board.transcript) == "<TranscriptPanel: 1 message>"  # not counted
+
+    board.feed(stream("@Manager", "Here is", intent="response"))  # writing now: its row says so
+    page = html(board)
+    assert page.count("working…") == 1 and "writing…" in page
+    board.transcript.filter.value = "@Manager"  # the filter hides other agents' lines
+    assert "working…" not in html(board)
+    board.transcript.filter.value = ""
+    board.feed(busy("@Developer", False))
+    board.feed(busy("@Manager", False))
+    assert "working…" not in html(board) and "writing…" not in html(board)
+    assert board.transcript.model.view().working == ()
+
+
 def test_rows_that_will_not_be_sent_go_away() -> None:
     model = TranscriptModel()
     live = lambda: [(r.sender, r.content) for r in model.view().live]  # noqa: E731

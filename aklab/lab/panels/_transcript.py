@@ -22,7 +22,10 @@ recipient (``RoutingSkippedEvent``), when the stream drops it (``dropped``), or 
 its agent's turn ends (``AgentBusyEvent(busy=False)``) before it was complete: a
 complete one survives that event because the agent routes its output just after it.
 Whatever is left of an agent's provisional rows goes when its next turn starts.
-Provisional rows are not counted in the text/plain summary.
+An agent whose turn is under way but has written nothing yet (a model still thinking,
+a tool running) shows as a ``working…`` line there, from its ``AgentBusyEvent(busy=True)``
+to the end of its turn, so a slow model's silence does not look like a stalled team.
+Provisional rows and working lines are not counted in the text/plain summary.
 
 Older rows come back on demand. The model keeps the newest ``keep`` rows; when it is
 bound to a lab (``bind``: an :class:`~aklab.lab.panels._older.OlderRecords` of the lab's
@@ -94,17 +97,27 @@ class TranscriptView:
     live: tuple[TranscriptRow, ...] = ()  # provisional rows (messages being written) matching the filter
     earlier: str = ""  # about older rows: how many were read back from the store, or why they cannot be
     more: bool = False  # "show earlier" can show more (kept rows hidden, or a store to read from)
+    working: tuple[str, ...] = ()  # agents in a turn that have written nothing yet (matching the filter)
 
     def html(self) -> str:
         earlier = note(self.earlier) if self.earlier else ""
+        working = "".join(_working_html(agent) for agent in self.working)
         if not self.rows and not self.live:
-            return earlier + note("no messages yet" if self.agent == ALL else f"no messages to or from {self.agent}")
+            empty = "no messages yet" if self.agent == ALL else f"no messages to or from {self.agent}"
+            return earlier + (working or note(empty))
         head = (
             note(f"showing the last {len(self.rows)} of {self.matching} messages")
             if self.matching > len(self.rows)
             else ""
         )
-        return earlier + head + "".join(row.html() for row in (*self.rows, *self.live))
+        return earlier + head + "".join(row.html() for row in (*self.rows, *self.live)) + working
+
+
+def _working_html(agent: str) -> str:
+    return (
+        f'<div class="aklab-working" style="{_LIVE}"><b>{esc(agent)}</b> '
+        '<span style="color:#07a;font-style:italic">working…</span></div>'
+    )
 
 
 class TranscriptModel(PanelModel[TranscriptView]):
@@ -136,6 +149,8 @@ class TranscriptModel(PanelModel[TranscriptView]):
         self._agent = ALL
         # Provisional rows by (agent, run_id, attempt, index), in arrival order.
         self._live: dict[tuple[str, str, int, int], TranscriptRow] = {}
+        # Agents whose turn is under way (AgentBusyEvent), in the order they started.
+        self._busy: dict[str, None] = {}
         # Command results still to come as a notification: (agent, operator, result).
         self._replies_due: deque[tuple[str, str, str]] = deque(maxlen=16)
 
@@ -158,7 +173,13 @@ class TranscriptModel(PanelModel[TranscriptView]):
                 return self._stream(event)
             if isinstance(event, AgentBusyEvent):
                 # A turn ending keeps complete rows (routing follows); a turn starting clears leftovers.
-                return self._drop_live(event.agent, keep_sending=not event.busy)
+                was_busy = event.agent in self._busy
+                if event.busy:
+                    self._busy[event.agent] = None
+                else:
+                    self._busy.pop(event.agent, None)
+                dropped = self._drop_live(event.agent, keep_sending=not event.busy)
+                return dropped or was_busy != event.busy
         row = _row(record)
         if row is None:
             return False
@@ -336,9 +357,13 @@ class TranscriptModel(PanelModel[TranscriptView]):
         agent = self._agent
         rows = self._matching()
         live = tuple(r for r in self._live.values() if agent == ALL or r.involves(agent))
+        writing = {r.sender for r in self._live.values()}
+        working = tuple(a for a in self._busy if a not in writing and agent in (ALL, a))
         earlier, more = self._earlier()
         window = self.limit + self._extra
-        return TranscriptView(tuple(rows[-window:]), len(rows), tuple(self._agents), agent, live, earlier, more)
+        return TranscriptView(
+            tuple(rows[-window:]), len(rows), tuple(self._agents), agent, live, earlier, more, working
+        )
 
     def _summary(self) -> str:
         text = f"{self._messages} message{'s' if self._messages != 1 else ''}"
