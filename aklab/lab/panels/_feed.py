@@ -16,6 +16,11 @@ after the lab had already recorded messages has not seen them: it replays them f
 the recorder instead (without notes, which the recorder never kept), ordered by time,
 and skips them if they reach it afterwards.
 
+Besides the transcript the feed keeps who is in a turn now: each agent's last
+``AgentBusyEvent`` while it says busy. A follower gets those of its ask after the replay,
+so a panel opened while a model thinks (``%%ask`` opens its cell's transcript just after
+sending) shows the agent working, as one open all along would.
+
 The feed subscribes to the recorder while it has followers and unsubscribes with the
 last one, or when ``detach_panels(lab)`` closes it. ``watch_lab(lab)`` keeps a feed
 from the lab's start even while no panel follows it.
@@ -29,7 +34,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from aklab.agent import AgentMessage, OperatorActionEvent, RoutingSkippedEvent
+from aklab.agent import AgentBusyEvent, AgentMessage, OperatorActionEvent, RoutingSkippedEvent
 from aklab.core import ErrorMessage, EventMessage, Message, SentMessage
 
 __all__ = ["LabFeed", "ask_of", "follow_lab", "is_transcript", "lab_feed", "watch_lab"]
@@ -81,6 +86,7 @@ class LabFeed:
         #: Transcript records let go (the oldest, past ``keep``): the event store still has them.
         self.dropped = 0
         self._followers: tuple[_Follower, ...] = ()
+        self._busy: dict[str, Message] = {}  # agent -> its AgentBusyEvent record, while it is busy
         self.complete = False
         recorder.listeners.append(self)
         # Checked after subscribing: a message recorded before the feed existed is not in its history.
@@ -93,6 +99,11 @@ class LabFeed:
                 if len(self._history) == self._history.maxlen:
                     self.dropped += 1
                 self._history.append(record)
+            elif isinstance(record, EventMessage) and isinstance(record.event, AgentBusyEvent):
+                if record.event.busy:
+                    self._busy[record.event.agent] = record
+                else:
+                    self._busy.pop(record.event.agent, None)
             followers = [f for f in self._followers if f.ask_id is None or f.ask_id == ask]
         for follower in followers:
             if follower.seen and id(record) in follower.seen:
@@ -110,13 +121,15 @@ class LabFeed:
         """Follow the records of ``ask_id`` (None: all); returns the function that stops it.
 
         ``replay`` (default: ``sink`` record by record) gets the transcript records kept so
-        far, oldest first, before any live one reaches ``sink``.
+        far, oldest first, then the busy records of the agents in a turn now, before any
+        live one reaches ``sink``.
         """
         follower = _Follower(sink, ask_id)
         with self._lock:
             history = [r for r in self._history if ask_id is None or ask_of(r) == ask_id]
             if not self.complete:
                 history, follower.seen = self._with_recorded(history, ask_id)
+            history += [r for r in self._busy.values() if ask_id is None or ask_of(r) == ask_id]
             self._followers = (*self._followers, follower)
             # Under the lock: a live record for this follower waits until the replay is done.
             if replay is not None:
