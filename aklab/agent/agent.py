@@ -364,7 +364,7 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         """While the run is in flight, stopping its ask interrupts it."""
         if self._system is None:
             return nullcontext()
-        return self._system.asks.running(self.ask_id, self._react_agent.interrupt)
+        return self._system.asks.running(self.ask_id, self._react_agent.interrupt, self.config.name)
 
     def _cancels_purged(self, removed: list[Any]) -> None:
         reasons = [r for r in (getattr(m, "reason", None) for m in removed) if isinstance(r, str) and r.strip()]

@@ -101,6 +101,7 @@ class AskState:
     pairs: dict[tuple[str, str], int] = field(default_factory=dict)
     repeats: dict[int, int] = field(default_factory=dict)
     runs: dict[int, Callable[[], object]] = field(default_factory=dict)
+    runners: dict[int, str] = field(default_factory=dict)  # whose run each is (its agent's name)
 
 
 class AskLedger:
@@ -209,8 +210,8 @@ class AskLedger:
 
     # -- runs -----------------------------------------------------------------------------
     @contextmanager
-    def running(self, ask_id: str | None, interrupt: Callable[[], object]) -> Iterator[None]:
-        """Register a run of ``ask_id`` so that cancelling the ask interrupts it."""
+    def running(self, ask_id: str | None, interrupt: Callable[[], object], agent: str = "") -> Iterator[None]:
+        """Register a run of ``ask_id`` (by ``agent``) so that cancelling the ask interrupts it."""
         if ask_id is None:
             yield
             return
@@ -219,11 +220,19 @@ class AskLedger:
             self._next_run += 1
             key = self._next_run
             state.runs[key] = interrupt
+            if agent:
+                state.runners[key] = agent
         try:
             yield
         finally:
             with self._lock:
                 state.runs.pop(key, None)
+                state.runners.pop(key, None)
+
+    def runners(self) -> list[str]:
+        """The agents with a run of an ask in flight now, by name (sorted, once each)."""
+        with self._lock:
+            return sorted({name for state in self._asks.values() for name in state.runners.values()})
 
     def restore(
         self,

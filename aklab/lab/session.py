@@ -371,7 +371,9 @@ class Lab:
         asks = self.system.asks
         active = asks.active()
         waiting = sum(1 for a in active if a.turns == 0 and not a.runs)
-        busy = sorted(self.recorder.busy)
+        # The ledger knows a run the moment it starts; the recorder hears of it through the
+        # team log a moment later (and of turns outside any ask).
+        busy = sorted(set(self.recorder.busy).union(asks.runners()))
         asks.cancel_many([state.ask_id for state in active], "stopped by the human")
         return Stopped(busy, withdrawn=waiting)
 

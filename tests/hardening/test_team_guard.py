@@ -122,6 +122,19 @@ def test_a_stop_marks_every_ask_over_before_it_interrupts_any_run() -> None:
     assert ledger.cancel_many(["queued"]) == [] and not ledger.cancel("first")
 
 
+def test_the_ledger_names_the_agents_whose_runs_are_in_flight() -> None:
+    """A stop reports whose run it interrupted from the ledger, which knows a run as it
+    starts (the recorder hears of it later, through the team log)."""
+    ledger = AskLedger(TeamGuard())
+    ledger.begin("q")
+    assert ledger.runners() == []
+    with ledger.running("q", lambda: None, "@Manager"), ledger.running("q", lambda: None, "@Developer"):
+        with ledger.running("q", lambda: None):  # a run without a name counts, unnamed
+            assert ledger.runners() == ["@Developer", "@Manager"]
+        assert [a.ask_id for a in ledger.active()] == ["q"]
+    assert ledger.runners() == []
+
+
 @pytest.mark.parametrize(
     ("field", "value"),
     [
