@@ -4,6 +4,7 @@ behind a run; an aklab error fails the cell with one line (nbclient stops there)
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -68,8 +69,10 @@ def test_an_interrupt_cancels_the_runs_and_the_next_ask_works(
 
     def interrupt_once_the_ask_is_under_way(msg: dict[str, Any]) -> None:
         nonlocal interrupted
-        # %%ask shows the live transcript panel, then waits: that display is our cue.
-        if msg["msg_type"] == "display_data" and not interrupted:
+        # %%ask's live transcript says "@Manager working…" once its run has started: our cue.
+        # (The panel's first display came too early: an interrupt before the Manager took
+        # the message withdraws the ask instead, "Stopped: withdrew 1 ask not started yet.")
+        if _says_working(msg, "@Manager") and not interrupted:
             interrupted = True
             km.interrupt_kernel()
 
@@ -86,6 +89,15 @@ def test_an_interrupt_cancels_the_runs_and_the_next_ask_works(
     assert usage.strip() == "['@Developer', '@Manager']"  # the interrupted run's usage is kept too
 
 
+def _says_working(msg: dict[str, Any], agent: str) -> bool:
+    """Whether ``msg`` updates a live transcript to show ``agent`` working (its run started)."""
+    if msg["msg_type"] != "comm_msg":
+        return False
+    value = msg["content"].get("data", {}).get("state", {}).get("value", "")
+    working = f'class="aklab-working"[^>]*><b>{re.escape(agent)}</b>'
+    return isinstance(value, str) and re.search(working, value) is not None
+
+
 def test_the_stop_button_does_not_wait_for_the_model_request_in_flight(
     kernel: tuple[KernelManager, BlockingKernelClient],
 ) -> None:
@@ -95,7 +107,7 @@ def test_the_stop_button_does_not_wait_for_the_model_request_in_flight(
 
     def interrupt_once_the_ask_is_under_way(msg: dict[str, Any]) -> None:
         nonlocal started
-        if msg["msg_type"] == "display_data" and not started:
+        if _says_working(msg, "@Manager") and not started:
             started = time.monotonic()
             km.interrupt_kernel()
 
