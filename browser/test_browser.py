@@ -124,6 +124,8 @@ def test_jupyterlab_magics(lab_server: harness.Server, page: Page, screenshots: 
     expect(ask_b.locator(".jp-OutputArea-output .aklab-msg").first).to_contain_text("release notes")
     # the replies are shown once, as Markdown (the cell's value), beside the transcript
     expect(ask_a.locator(".jp-RenderedMarkdown")).to_have_count(1)
+    # it shows the whole ask, so there is nothing earlier to show
+    expect(ask_a.locator("button", has_text="earlier")).to_be_disabled()
     ask_a.screenshot(path=str(screenshots / "lab-magics-own-transcript.png"))
 
     # 2. Panels shown earlier keep showing content after the lab is replaced.
@@ -150,6 +152,13 @@ def test_jupyterlab_magics(lab_server: harness.Server, page: Page, screenshots: 
     # 4. The stop button on an ask queued behind a run ends the cell within 1 s.
     for cell in (gated_lab, hold, started):
         run_cell(page, cell)
+    # The gated model holds the Manager's run: the dashboard (carried to the new lab) shows it
+    # working, so a slow model's silence does not look like a stalled team.
+    shown = select_tab(dashboard, "Transcript")
+    working = shown.locator(".aklab-working")
+    expect(working, "the dashboard did not show @Manager working on the held run").to_contain_text("@Manager")
+    expect(working).to_contain_text("working…")
+    board.screenshot(path=str(screenshots / "lab-magics-working.png"))
     run_cell(page, queued, wait=False)
     expect(queued.locator(".jp-InputArea-prompt")).to_have_text(re.compile(r"\[\*\]"), timeout=UI_MS)
     expect(queued.locator(".jp-OutputArea-output .widget-vbox, .jp-OutputArea-output .aklab-msg").first).to_be_attached(
