@@ -397,6 +397,12 @@ class Lab:
     def busy(self) -> list[str]:
         return sorted(self.recorder.busy)
 
+    @property
+    def resumed(self) -> bool:
+        """Whether this lab resumed a stored team: what it did before the restart is in the
+        event store only (memory holds what happened since)."""
+        return self._resumed
+
     def transcript(
         self, agent: str | None = None, *, before: AgentMessage | str | None = None, limit: int | None = None
     ) -> list[AgentMessage]:

@@ -157,6 +157,38 @@ def test_the_show_earlier_button_reads_what_memory_let_go_back_from_the_store(
         board.close()
 
 
+def test_show_earlier_stays_off_while_the_panel_holds_everything_and_comes_on_when_a_row_is_pushed_out(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reads = _CountingReads(lab, monkeypatch)
+    board = attach_panels(lab, Dashboard(transcript_limit=4, transcript_keep=4))
+    try:
+        first = _questions(lab, 1)
+        cell = ask_transcript(lab)  # what %%ask shows under its cell, opened after its ask
+        try:
+            board.flush()
+            assert _view_rows(cell) == first
+            assert cell.earlier.disabled  # the whole ask is shown: nothing older to read
+            assert board.transcript.earlier.disabled  # the whole team so far, too
+            assert cell.show_earlier(5) == 0
+            assert reads.calls == 0  # and no read was made to find that out
+        finally:
+            cell.close()
+
+        later = _questions(lab, 2)  # 6 rows in all: the board keeps 4, so two go back to the store
+        board.flush()
+        assert not board.transcript.earlier.disabled
+        assert board.transcript.show_earlier(5) == 2
+        assert reads.calls > 0  # these two came back from the store
+        assert _view_rows(board.transcript) == first + later
+    finally:
+        board.close()
+
+
+def _view_rows(panel: Any) -> list[Row]:
+    return [(r.sender, r.recipient, r.content) for r in panel.model.view().rows]
+
+
 def test_a_cells_transcript_pages_back_only_its_own_ask(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
     lab.ask("count 8", timeout=20)  # 1 + 8 + 7 + 1 = 17 messages in one ask
     counting = lab.last_ask_id

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from aklab.core import EventMessage, Message
 from aklab.errors import ConfigError
 from aklab.lab.panels._context import ContextPanel
-from aklab.lab.panels._feed import follow_lab, lab_feed
+from aklab.lab.panels._feed import LabFeed, follow_lab, lab_feed
 from aklab.lab.panels._hub import Panel, PanelHub, close_widget, widget_bundle
 from aklab.lab.panels._older import OlderRecords
 from aklab.lab.panels._roster import RosterPanel
@@ -160,7 +160,9 @@ def attach_panels(lab: Lab, dashboard: Dashboard | None = None) -> Dashboard:
     transcript: list[Message] = []
     board._detach.append(follow_lab(lab, gate, replay=transcript.extend))
     feed = lab_feed(lab)
-    board.transcript.model.bind(OlderRecords.of(lab), dropped=feed.dropped if feed is not None else 0)
+    board.transcript.model.bind(
+        OlderRecords.of(lab), dropped=feed.dropped if feed is not None else 0, holds_all=_holds_all(lab, feed)
+    )
 
     members = lab.team()
     events: list[Any] = [*_earlier_context(lab), *_copy(recorder.context_updates), *_copy(recorder.usage)]
@@ -173,6 +175,15 @@ def attach_panels(lab: Lab, dashboard: Dashboard | None = None) -> Dashboard:
             board.hub.feed(EventMessage(event=event))
         gate.open({_identity(r) for r in transcript} | {id(e) for e in events})
     return board
+
+
+def _holds_all(lab: Lab, feed: LabFeed | None) -> bool:
+    """Whether a panel just replayed from ``feed`` holds every transcript record of ``lab``'s
+    team: the feed has followed the lab since its start and let nothing go, and the team
+    was not resumed (what came before a restart is in the store only). Then "show earlier"
+    has nothing to read and stays off. A lab-like object that cannot say: False."""
+    resumed = getattr(lab, "resumed", None)
+    return feed is not None and feed.complete and feed.dropped == 0 and resumed is False
 
 
 def _earlier_context(lab: Lab) -> list[Any]:
@@ -210,7 +221,11 @@ def ask_transcript(lab: Lab, ask_id: str | None = None, *, limit: int = 500, kee
     with panel.hub.batched():  # the replay is applied once, outside the feed's lock
         panel._on_close.append(follow_lab(lab, panel.hub.feed, ask_id))
         feed = lab_feed(lab)
-        panel.model.bind(OlderRecords.of(lab, ask_id), dropped=feed.dropped if feed is not None else 0)
+        panel.model.bind(
+            OlderRecords.of(lab, ask_id),
+            dropped=feed.dropped if feed is not None else 0,
+            holds_all=_holds_all(lab, feed),
+        )
     return panel
 
 

@@ -31,7 +31,9 @@ Older rows come back on demand. The model keeps the newest ``keep`` rows; when i
 bound to a lab (``bind``: an :class:`~aklab.lab.panels._older.OlderRecords` of the lab's
 team or of one ask), ``show_earlier(n)`` first shows ``n`` more of the kept rows, and
 once every kept row is shown reads the ``n`` records before the oldest one back from the
-event store (the widget's "show earlier" button calls it). Rows read back are held
+event store (the widget's "show earlier" button calls it; it stays off while the model
+holds every record of its team or ask, as a panel opened on a lab watched from its start
+does until a row is pushed out). Rows read back are held
 while the panel lives, at most ``keep_earlier`` (default ``keep``) of them: when live
 rows push the oldest kept row out, it joins them, so what is shown has no gap. Without a store the view says that
 older messages are not kept.
@@ -206,15 +208,21 @@ class TranscriptModel(PanelModel[TranscriptView]):
                 self._older.append(pushed)
                 while len(self._older) > self.keep_earlier:
                     self._older.popleft()
+            elif self._older_done:  # the pushed row is older than any held now: the store has it
+                self._older_done, self._older_note, self._cursor = False, "", None
         self._rows.append(row)
 
     # -- older rows ---------------------------------------------------------------------
-    def bind(self, source: OlderRecords | None, *, dropped: int = 0) -> None:
+    def bind(self, source: OlderRecords | None, *, dropped: int = 0, holds_all: bool = False) -> None:
         """Read older rows from ``source`` (None: nowhere); ``dropped``: records the feed
-        had let go before this model saw them."""
+        had let go before this model saw them; ``holds_all``: the model was given every
+        transcript record of its team (or ask) so far, so nothing older is stored and
+        "show earlier" stays off until a row is pushed out."""
         with self._lock:
             self.source = source
             self._dropped += dropped
+            if holds_all and not self._dropped:
+                self._older_done = True
             self._changed()
 
     def show_earlier(self, n: int = EARLIER_PAGE) -> int:
