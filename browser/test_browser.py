@@ -12,8 +12,9 @@ Debian's chromium and the packages of ``browser/requirements.txt`` (``browser/in
   would: each ``%%ask`` cell's transcript holds only its own ask after later asks ran; the
   dashboard shown earlier still shows content after ``%aklab model demo:aklab-demo``; a
   failing ``%%ask`` marks its cell as errored (one ``aklab:`` line, no traceback); the
-  stop button on an ``%%ask`` queued behind a run ends the cell within 1 s, saying it
-  withdrew the queued ask; Tab after ``%%ask @De`` completes ``@Developer``.
+  dashboard shows ``@Manager working…`` while a held model thinks; an ``%%ask`` queued
+  behind that run says it waits for @Manager, and the stop button ends its cell within
+  1 s, saying it withdrew the queued ask; Tab after ``%%ask @De`` completes ``@Developer``.
 - Voila renders ``browser/dashboard.ipynb`` (``%load_ext aklab``, one ``%%ask``,
   ``lab.dashboard()``) as a page; the same checks on the panels.
 
@@ -164,6 +165,11 @@ def test_jupyterlab_magics(lab_server: harness.Server, page: Page, screenshots: 
     expect(queued.locator(".jp-OutputArea-output .widget-vbox, .jp-OutputArea-output .aklab-msg").first).to_be_attached(
         timeout=UI_MS
     )  # the cell's transcript is up: the ask was sent and waits
+    waiting = queued.locator(".jp-OutputArea-output .aklab-waiting")
+    expect(waiting, "the queued ask's cell did not say whom it waits for").to_contain_text(
+        "@Manager busy with another ask", timeout=UI_MS
+    )
+    queued.screenshot(path=str(screenshots / "lab-magics-queued-waiting.png"))
     clicked = time.monotonic()
     interrupt_button(page).click()
     expect(queued.locator(".jp-InputArea-prompt")).to_have_text(re.compile(r"\[\d+\]"), timeout=UI_MS)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+import threading
 from collections.abc import Iterator
 from typing import Any, cast
 
@@ -376,3 +378,85 @@ def test_a_panel_opened_while_an_agent_thinks_shows_it_working() -> None:
         cell.close()
         board.close()
         stop()
+
+
+def _busy(agent: str, is_busy: bool, ask: str) -> EventMessage:
+    return EventMessage(event=AgentBusyEvent(agent=agent, role=agent.strip("@"), busy=is_busy), ask_id=ask)
+
+
+def test_an_ask_queued_behind_another_says_whom_it_waits_for() -> None:
+    fake = FakeLab("@Human", "@Dev")
+    stop = watch_lab(cast(Lab, fake))
+    fake.say(sent("@Human", "@Dev", "First", ask="a1"))
+    fake.say(_busy("@Dev", True, "a1"))
+    fake.say(sent("@Human", "@Dev", "Second", ask="a2"))
+    first, second = ask_transcript(cast(Lab, fake), "a1"), ask_transcript(cast(Lab, fake), "a2")
+    try:
+        assert (second.model.view().waiting, second.model.view().working) == ("@Dev", ())
+        second.hub.flush()
+        assert '<b>@Dev</b> <span style="color:#07a;font-style:italic">busy with another ask' in second.html.value
+        assert repr(second) == "<TranscriptPanel: 1 message>"  # the line is not a message
+        assert (first.model.view().waiting, first.model.view().working) == ("", ("@Dev",))
+        second.model.set_agent("@Human")  # filtered to someone else: no line
+        assert second.model.view().waiting == ""
+        second.model.set_agent(None)
+
+        fake.say(_busy("@Dev", False, "a1"))  # live: the first ask's turn ends...
+        assert second.model.view().waiting == ""
+        fake.say(_busy("@Dev", True, "a2"))  # ...and the second one's starts
+        assert (second.model.view().waiting, second.model.view().working) == ("", ("@Dev",))
+        assert first.model.view().working == ()
+
+        fake.say(sent("@Dev", "@Human", "Done", "response", ask="a2"))
+        fake.say(_busy("@Dev", False, "a2"))
+        assert (second.model.view().waiting, second.model.view().working) == ("", ())
+        assert "busy with another ask" not in repr(second)
+    finally:
+        first.close()
+        second.close()
+        stop()
+
+
+def test_a_second_ask_to_a_busy_team_shows_it_waits_then_runs() -> None:
+    """Through a real team: the Manager's model holds the first ask until released; the
+    second ask's panel says it waits for @Manager, then shows its answer."""
+    from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    from aklab.lab.teams import builtin_team
+    from aklab.llm import ModelConfig
+
+    started, gate = threading.Event(), threading.Event()
+
+    def gated(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if not started.is_set():
+            started.set()
+            assert gate.wait(30), "the test never released the first ask"
+        args = {"messages": [{"recipient": "@Human", "message_type": "response", "message": "answered"}]}
+        return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, json.dumps(args))])
+
+    busy_first, second_sent = threading.Event(), threading.Event()
+    with Lab(builtin_team("dev-team").with_model(ModelConfig(model=FunctionModel(gated)))) as held:
+
+        def heard(record: Message) -> None:
+            if isinstance(record, EventMessage) and isinstance(record.event, AgentBusyEvent) and record.event.busy:
+                busy_first.set()
+            if isinstance(record, SentMessage) and record.message.content == "Then this one.":
+                second_sent.set()
+
+        held.recorder.listeners.append(heard)  # after the lab's feed: it has the record when this runs
+        held.send("Hold the team.")
+        assert started.wait(30) and busy_first.wait(30)
+        held.send("Then this one.")
+        panel = ask_transcript(held)  # as %%ask does: just after sending
+        try:
+            assert second_sent.wait(30)
+            assert panel.model.view().waiting == "@Manager"
+            gate.set()
+            assert held.wait(30)
+            view = panel.model.view()
+            assert (view.waiting, view.working) == ("", ())
+            assert [(r.sender, r.recipient) for r in view.rows] == [("@Human", "@Manager"), ("@Manager", "@Human")]
+        finally:
+            gate.set()
+            panel.close()

@@ -207,8 +207,10 @@ def _earlier_context(lab: Lab) -> list[Any]:
 
 def ask_transcript(lab: Lab, ask_id: str | None = None, *, limit: int = 500, keep: int = 5000) -> TranscriptPanel:
     """A transcript of one ask: everything the human message ``ask_id`` caused (messages,
-    notes, errors, and the messages being written), live, with its own agent filter; its
-    "show earlier" button reads what memory let go back from the event store.
+    notes, errors, and the messages being written), live, with its own agent filter; who
+    is working on it, or, while it waits for an agent still in a turn of another ask, whom
+    it waits for; its "show earlier" button reads what memory let go back from the event
+    store.
 
     ``ask_id`` defaults to ``lab.last_ask_id``, the ask last sent by ``lab.send`` or
     ``lab.ask``. The panel stops following when it is closed or the lab is detached
@@ -218,6 +220,7 @@ def ask_transcript(lab: Lab, ask_id: str | None = None, *, limit: int = 500, kee
     if not ask_id:
         raise ConfigError("no ask to show: send a message first (lab.send, lab.ask or %%ask)")
     panel = TranscriptPanel(PanelHub(), limit=limit, keep=keep)
+    panel.model.ask_id = ask_id  # other asks' busy agents: what this ask may wait for
     with panel.hub.batched():  # the replay is applied once, outside the feed's lock
         panel._on_close.append(follow_lab(lab, panel.hub.feed, ask_id))
         feed = lab_feed(lab)

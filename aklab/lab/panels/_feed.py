@@ -17,9 +17,11 @@ the recorder instead (without notes, which the recorder never kept), ordered by 
 and skips them if they reach it afterwards.
 
 Besides the transcript the feed keeps who is in a turn now: each agent's last
-``AgentBusyEvent`` while it says busy. A follower gets those of its ask after the replay,
-so a panel opened while a model thinks (``%%ask`` opens its cell's transcript just after
-sending) shows the agent working, as one open all along would.
+``AgentBusyEvent`` while it says busy. A follower gets them after the replay, so a panel
+opened while a model thinks (``%%ask`` opens its cell's transcript just after sending)
+shows the agent working, as one open all along would. A follower of one ask gets the
+busy records of every ask, live too: its panel says when its ask waits for an agent
+still in a turn of another.
 
 The feed subscribes to the recorder while it has followers and unsubscribes with the
 last one, or when ``detach_panels(lab)`` closes it. ``watch_lab(lab)`` keeps a feed
@@ -32,7 +34,7 @@ import threading
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from aklab.agent import AgentBusyEvent, AgentMessage, OperatorActionEvent, RoutingSkippedEvent
 from aklab.core import ErrorMessage, EventMessage, Message, SentMessage
@@ -94,17 +96,19 @@ class LabFeed:
 
     def __call__(self, record: Message) -> None:
         ask = ask_of(record)
+        busy = isinstance(record, EventMessage) and isinstance(record.event, AgentBusyEvent)
         with self._lock:
             if is_transcript(record):
                 if len(self._history) == self._history.maxlen:
                     self.dropped += 1
                 self._history.append(record)
-            elif isinstance(record, EventMessage) and isinstance(record.event, AgentBusyEvent):
-                if record.event.busy:
-                    self._busy[record.event.agent] = record
+            elif busy:
+                event = cast(AgentBusyEvent, cast(EventMessage, record).event)
+                if event.busy:
+                    self._busy[event.agent] = record
                 else:
-                    self._busy.pop(record.event.agent, None)
-            followers = [f for f in self._followers if f.ask_id is None or f.ask_id == ask]
+                    self._busy.pop(event.agent, None)
+            followers = [f for f in self._followers if f.ask_id is None or f.ask_id == ask or busy]
         for follower in followers:
             if follower.seen and id(record) in follower.seen:
                 follower.seen.discard(id(record))
@@ -121,15 +125,15 @@ class LabFeed:
         """Follow the records of ``ask_id`` (None: all); returns the function that stops it.
 
         ``replay`` (default: ``sink`` record by record) gets the transcript records kept so
-        far, oldest first, then the busy records of the agents in a turn now, before any
-        live one reaches ``sink``.
+        far, oldest first, then the busy records of the agents in a turn now (of any ask),
+        before any live one reaches ``sink``.
         """
         follower = _Follower(sink, ask_id)
         with self._lock:
             history = [r for r in self._history if ask_id is None or ask_of(r) == ask_id]
             if not self.complete:
                 history, follower.seen = self._with_recorded(history, ask_id)
-            history += [r for r in self._busy.values() if ask_id is None or ask_of(r) == ask_id]
+            history += self._busy.values()
             self._followers = (*self._followers, follower)
             # Under the lock: a live record for this follower waits until the replay is done.
             if replay is not None:

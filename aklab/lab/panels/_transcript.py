@@ -25,7 +25,10 @@ Whatever is left of an agent's provisional rows goes when its next turn starts.
 An agent whose turn is under way but has written nothing yet (a model still thinking,
 a tool running) shows as a ``working…`` line there, from its ``AgentBusyEvent(busy=True)``
 to the end of its turn, so a slow model's silence does not look like a stalled team.
-Provisional rows and working lines are not counted in the text/plain summary.
+A panel of one ask (``ask_id`` set) also hears other asks' turns: while its newest message
+waits in the mailbox of an agent still in a turn of another ask, it says so (``waiting``),
+so a question sent to a busy team does not look ignored.
+Provisional rows, working and waiting lines are not counted in the text/plain summary.
 
 Older rows come back on demand. The model keeps the newest ``keep`` rows; when it is
 bound to a lab (``bind``: an :class:`~aklab.lab.panels._older.OlderRecords` of the lab's
@@ -48,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 from aklab.agent import AgentBusyEvent, AgentMessage, OperatorActionEvent, RoutingSkippedEvent
 from aklab.core import ErrorMessage, EventMessage, Message, SentMessage
+from aklab.lab.panels._feed import ask_of
 from aklab.lab.panels._html import esc, note
 from aklab.lab.panels._hub import Panel, PanelHub, PanelModel
 from aklab.llm.streaming import OutputStreamEvent
@@ -100,10 +104,13 @@ class TranscriptView:
     earlier: str = ""  # about older rows: how many were read back from the store, or why they cannot be
     more: bool = False  # "show earlier" can show more (kept rows hidden, or a store to read from)
     working: tuple[str, ...] = ()  # agents in a turn that have written nothing yet (matching the filter)
+    waiting: str = ""  # the agent this ask waits for while it finishes a turn of another ask
 
     def html(self) -> str:
         earlier = note(self.earlier) if self.earlier else ""
         working = "".join(_working_html(agent) for agent in self.working)
+        if self.waiting:
+            working += _working_html(self.waiting, "busy with another ask; this one waits its turn", "aklab-waiting")
         if not self.rows and not self.live:
             empty = "no messages yet" if self.agent == ALL else f"no messages to or from {self.agent}"
             return earlier + (working or note(empty))
@@ -115,10 +122,10 @@ class TranscriptView:
         return earlier + head + "".join(row.html() for row in (*self.rows, *self.live)) + working
 
 
-def _working_html(agent: str) -> str:
+def _working_html(agent: str, doing: str = "working…", kind: str = "aklab-working") -> str:
     return (
-        f'<div class="aklab-working" style="{_LIVE}"><b>{esc(agent)}</b> '
-        '<span style="color:#07a;font-style:italic">working…</span></div>'
+        f'<div class="{kind}" style="{_LIVE}"><b>{esc(agent)}</b> '
+        f'<span style="color:#07a;font-style:italic">{esc(doing)}</span></div>'
     )
 
 
@@ -130,6 +137,8 @@ class TranscriptModel(PanelModel[TranscriptView]):
         #: How many rows read back (or pushed out after a read) are held at most.
         self.keep_earlier = self.keep
         self.source: OlderRecords | None = None
+        #: The ask this model shows (``ask_transcript``); None: every ask.
+        self.ask_id: str | None = None
         self._reset()
 
     def _reset(self) -> None:
@@ -153,6 +162,8 @@ class TranscriptModel(PanelModel[TranscriptView]):
         self._live: dict[tuple[str, str, int, int], TranscriptRow] = {}
         # Agents whose turn is under way (AgentBusyEvent), in the order they started.
         self._busy: dict[str, None] = {}
+        # Agents in a turn of another ask (a panel of one ask only): its ask may wait for them.
+        self._elsewhere: dict[str, None] = {}
         # Command results still to come as a notification: (agent, operator, result).
         self._replies_due: deque[tuple[str, str, str]] = deque(maxlen=16)
 
@@ -175,13 +186,14 @@ class TranscriptModel(PanelModel[TranscriptView]):
                 return self._stream(event)
             if isinstance(event, AgentBusyEvent):
                 # A turn ending keeps complete rows (routing follows); a turn starting clears leftovers.
-                was_busy = event.agent in self._busy
+                before = (event.agent in self._busy, event.agent in self._elsewhere)
+                self._busy.pop(event.agent, None)
+                self._elsewhere.pop(event.agent, None)
                 if event.busy:
-                    self._busy[event.agent] = None
-                else:
-                    self._busy.pop(event.agent, None)
+                    mine = self.ask_id is None or ask_of(record) == self.ask_id
+                    (self._busy if mine else self._elsewhere)[event.agent] = None
                 dropped = self._drop_live(event.agent, keep_sending=not event.busy)
-                return dropped or was_busy != event.busy
+                return dropped or before != (event.agent in self._busy, event.agent in self._elsewhere)
         row = _row(record)
         if row is None:
             return False
@@ -370,8 +382,16 @@ class TranscriptModel(PanelModel[TranscriptView]):
         earlier, more = self._earlier()
         window = self.limit + self._extra
         return TranscriptView(
-            tuple(rows[-window:]), len(rows), tuple(self._agents), agent, live, earlier, more, working
+            tuple(rows[-window:]), len(rows), tuple(self._agents), agent, live, earlier, more, working, self._waiting()
         )
+
+    def _waiting(self) -> str:
+        """The agent this ask waits for: the newest message went to it, nobody is in a turn
+        of this ask, and it is in a turn of another (its mailbox holds this ask meanwhile)."""
+        if self._busy or self._live or not self._rows or not self._elsewhere:
+            return ""
+        waits_for = self._rows[-1].recipient
+        return waits_for if waits_for in self._elsewhere and self._agent in (ALL, waits_for) else ""
 
     def _summary(self) -> str:
         text = f"{self._messages} message{'s' if self._messages != 1 else ''}"
