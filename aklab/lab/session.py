@@ -17,6 +17,7 @@ from aklab.lab.recorder import TeamRecorder
 from aklab.lab.result import AskResult
 from aklab.lab.teams import BUILTIN_TEAMS, TeamSpec, builtin_team
 from aklab.llm import ModelConfig
+from aklab.llm.local_auto import serve_if_needed
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -126,6 +127,7 @@ class Lab:
             self._origin["model"] = model
         if model is not None:
             spec = spec.with_model(ModelConfig.parse(model) if isinstance(model, str) else model)
+        spec = spec.map_models(serve_if_needed)  # local:smollm2 and nothing serving it: aklab's own server
         check_models(spec)
         self.spec = spec
         self._dashboard: Dashboard | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from aklab.agent import AgentConfig
@@ -26,6 +27,19 @@ class TeamSpec:
             c.model_copy(update={"config": c.config.model_copy(update={"model_cfg": model_cfg})}) for c in self.cards
         ]
         return TeamSpec(self.name, cards, self.entry, list(self.start))
+
+    def map_models(self, change: Callable[[ModelConfig], ModelConfig]) -> TeamSpec:
+        """This team with each role's model config passed through ``change`` (itself if
+        none changed)."""
+        cards, changed = [], False
+        for c in self.cards:
+            cfg = getattr(c.config, "model_cfg", None)
+            new = change(cfg) if isinstance(cfg, ModelConfig) else cfg
+            if new is not cfg:
+                changed = True
+                c = c.model_copy(update={"config": c.config.model_copy(update={"model_cfg": new})})
+            cards.append(c)
+        return TeamSpec(self.name, cards, self.entry, list(self.start)) if changed else self
 
 
 def _card(role: str, description: str, prompt: str, routes_to: list[str] | None = None) -> AgentCard:

@@ -4,7 +4,7 @@
 network. A real model is named by a spec, ``provider:model`` plus options::
 
     ModelConfig.parse("openai:gpt-4.1")
-    ModelConfig.parse("local:smollm2")                      # llama.cpp on 127.0.0.1:8080
+    ModelConfig.parse("local:smollm2")                      # 127.0.0.1:8080; a Lab starts aklab's if none answers
     ModelConfig.parse("openai-compatible:qwen3", base_url="http://gpu-box:8000/v1")
 
 ``aklab.llm.profiles`` turns a config into a pydantic-ai model, one profile per family.

