@@ -111,6 +111,7 @@ def test_a_server_answering_at_the_default_endpoint_is_used(
     assert bundled == []
     with Lab(model="local:smollm2", store=False) as lab:
         assert [m.content for m in lab.ask("ping", timeout=30)] == ["OK: ping"]
+        assert "model server" not in lab.status()
     assert fake_openai.bodies  # it went to the server at the default endpoint
 
 
@@ -125,6 +126,7 @@ def test_with_nothing_serving_it_aklab_starts_its_own_server_once_and_teams_use_
         assert cards == {server.base_url}
         assert {c.config.model_cfg.context_length for c in lab.spec.cards} == {server.n_ctx}
         assert {c.config.model_cfg.label for c in lab.spec.cards} == {"local:smollm2"}  # usage rows keep the name
+        assert f"model server: aklab's own, {server.base_url}" in lab.status()  # %aklab says where it is
     assert any("nothing answers at" in line and "starting aklab's own server" in line for line in nothing_at_default)
 
     with Lab(model="local:smollm2", store=False) as again:  # a later team (a %aklab model switch) reuses it
