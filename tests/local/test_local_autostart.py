@@ -6,14 +6,11 @@ loopback port nothing listens on, so a server the machine happens to run is not 
 from __future__ import annotations
 
 import os
-import socket
-from collections.abc import Iterator
 
 import pytest
 
 from aklab.lab.session import Lab
 from aklab.llm import local_auto
-from aklab.llm.profiles import local as local_profile
 from tests.local.conftest import skip_without_local_runtime
 
 skip_without_local_runtime()
@@ -23,23 +20,7 @@ pytestmark = pytest.mark.local
 ASK_TIMEOUT_S = 90.0
 
 
-@pytest.fixture
-def lines(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    monkeypatch.setattr(local_profile, "DEFAULT_BASE_URL", f"http://127.0.0.1:{port}/v1")
-    monkeypatch.delenv(local_profile.BASE_URL_ENV, raising=False)
-    monkeypatch.setattr(local_auto, "_shared", None)
-    said: list[str] = []
-    monkeypatch.setattr(local_auto, "_print", said.append)
-    yield said
-    server = local_auto.shared_server()
-    if server is not None:
-        server.close()  # by its pid
-
-
-def test_local_smollm2_with_nothing_serving_it_starts_the_bundled_server(lines: list[str]) -> None:
+def test_local_smollm2_with_nothing_serving_it_starts_the_bundled_server(nothing_serves_local: list[str]) -> None:
     with Lab(model="local:smollm2", store=False) as lab:
         replies = lab.ask("What is the capital of France?", timeout=ASK_TIMEOUT_S)
         server = local_auto.shared_server()
@@ -47,7 +28,7 @@ def test_local_smollm2_with_nothing_serving_it_starts_the_bundled_server(lines: 
         assert replies and replies[-1].content.strip()  # SmolLM2 answered through aklab's server
         usage = lab.usage()
         assert set(usage["model"]) == {"local:smollm2"} and usage["requests"].sum() >= 1
-    progress = "\n".join(lines)
+    progress = "\n".join(nothing_serves_local)
     assert "starting aklab's own server" in progress and f"ready at {server.base_url}" in progress
 
     with Lab(model="local:smollm2", store=False) as again:  # e.g. after %aklab model
