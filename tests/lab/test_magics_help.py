@@ -71,6 +71,25 @@ def test_list_names_teams_and_providers_and_whether_keys_are_set_never_their_val
     assert set(FAMILY_MODULES) <= set(rows)
     assert rows["openai"][-1] == "yes" and rows["anthropic"][-1] == "no" and rows["demo"][-1] == "-"
     assert rows["local"][1] == "4,096"
+    assert "local:smollm2" in out.splitlines()[-1]  # whether aklab can serve it here, or how to install that
+
+
+def test_list_says_how_local_smollm2_can_run_with_the_local_extra_and_without(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from aklab.errors import ConfigError
+    from aklab.llm import local_server
+
+    monkeypatch.setattr(local_server, "require_local_runtime", lambda: None)
+    assert "extra is installed; a team starts the bundled server" in out_of(shell, capsys, "%aklab list")
+
+    def missing() -> None:
+        raise ConfigError("llama-cpp-python is not installed")
+
+    monkeypatch.setattr(local_server, "require_local_runtime", missing)
+    last = out_of(shell, capsys, "%aklab list").splitlines()[-1]
+    assert "not installed here, so a team needs a server of yours" in last
+    assert local_server.LOCAL_INSTALL_HINT in last
 
 
 def complete(shell: InteractiveShell, line: str) -> list[str]:
