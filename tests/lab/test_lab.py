@@ -269,3 +269,16 @@ def test_a_script_exits_without_close() -> None:
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False)
     assert (done.returncode, done.stdout) == (0, "@Manager\n"), done.stderr
+
+
+def test_asking_a_role_not_hired_yet_says_how_to_hire_one() -> None:
+    with Lab(store=False) as lab:
+        with pytest.raises(RoutingError) as caught:
+            lab.send("Write hello world", to="@Developer")
+        text = str(caught.value)
+        assert text.startswith("no team member @Developer yet: Developer is a role this team hires on demand")
+        assert "sending @Manager '/hire_member Developer'" in text and text.endswith("members: @Human, @Manager")
+        assert [m.content for m in lab.ask("/hire_member Developer", timeout=20)] == ["@Developer (Developer)"]
+        assert lab.ask("Write hello world", to="@Developer", timeout=20)  # the advice worked
+        with pytest.raises(RoutingError, match=r"^no team member @Ghost; members: @Human, @Manager, @Developer$"):
+            lab.send("hi", to="@Ghost")  # not a role either: no hiring advice
