@@ -589,6 +589,13 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
 
     def _dispatch_command(self, message: AgentMessage, sender: ActorAddress | None) -> bool:
         """Run a ``/command``; False if it is not one (the text then goes to the model)."""
+        if self._command_registry.asks_for_help(message.content):  # nothing changes: not told to the model
+            if sender is not None:
+                self.send(
+                    sender,
+                    AgentMessage(content=self._command_registry.help_text(self.config.name), type="notification"),
+                )
+            return True
         try:
             result = self._command_registry.dispatch(message.content)
         except CommandNotRecognized:

@@ -9,6 +9,10 @@ Choices where the reference is loose:
   text through to the model); any failure once the command is known (bad arguments,
   the body raising) comes back as a result string starting with ``Error``.
 - A command returning ``None`` means "handled, nothing to say": ``dispatch`` returns None.
+- ``/help`` (or ``/?``) alone, when no card brings a ``help`` command, is answered by
+  :meth:`CommandRegistry.help_text`, the public commands with their arguments (an
+  optional one in brackets) and first docstring lines; the agent does not record it for
+  its model, since it changes nothing.
 - A command whose name starts with ``_`` is private: agent code reaches it through
   ``has()`` / ``callable()``, but ``dispatch`` does not recognize it and ``names()`` /
   ``descriptors()`` do not list it, so no human or model can run it as ``/_name``.
@@ -107,6 +111,25 @@ class CommandRegistry:
             description, args = _described.get(command, _describe)
             out.append(CommandDescriptor(name=name, description=description, args=dict(args), card=card))
         return out
+
+    def asks_for_help(self, text: str) -> bool:
+        """Whether ``text`` is a bare ``/help`` or ``/?`` that no card's command answers."""
+        return text.strip() in ("/help", "/?") and "help" not in self._commands
+
+    def help_text(self, agent: str) -> str:
+        """What ``/help`` answers: each public command as it is typed, and what it does."""
+        lines = [f"Commands {agent} obeys, each sent as a message of its own (/name arguments):"]
+        for descriptor in self.descriptors():
+            params = inspect.signature(self._commands[descriptor.name][0]).parameters
+            args = " ".join(
+                arg if params[arg].default is inspect.Parameter.empty else f"[{arg}]"
+                for arg in descriptor.args
+                if arg in params
+            )
+            usage = f"/{descriptor.name} {args}" if args else f"/{descriptor.name}"
+            lines.append(f"{usage} — {descriptor.description}" if descriptor.description else usage)
+        lines.append("Any other text starting with / goes to the model as it is.")
+        return "\n".join(lines)
 
     def dispatch(self, text: str) -> str | None:
         """Run ``/name args`` and render the result; see the module docstring."""

@@ -125,3 +125,55 @@ def test_decorated_commands_are_described_by_the_function_they_wrap() -> None:
         "count": ("Count up.", {"times": "int", "loud": "bool"}),
         "greet": ("Greet someone.", {"name": "str"}),
     }
+
+
+def test_help_lists_each_public_command_as_typed_unless_a_card_brings_its_own() -> None:
+    registry, _ = _registry()
+    assert registry.asks_for_help("/help") and registry.asks_for_help(" /? \n")
+    assert not registry.asks_for_help("/help me with this") and not registry.asks_for_help("help")
+    text = registry.help_text("@Dev")
+    assert text.splitlines() == [
+        "Commands @Dev obeys, each sent as a message of its own (/name arguments):",
+        "/broken — Always fails.",
+        "/hire_member role [name] — Hire by role.",
+        "/quiet — Do something silently.",
+        "/repeat text [times] [loud] — Repeat text.",
+        "Any other text starting with / goes to the model as it is.",
+    ]
+
+    def help() -> str:  # a card's own /help
+        """This card's own help."""
+        return "mine"
+
+    registry.register(help, card="Test")
+    assert not registry.asks_for_help("/help")
+    assert registry.dispatch("/help") == "mine"
+
+
+def test_help_to_an_agent_answers_without_a_model_call_or_a_note_for_its_model() -> None:
+    import json
+
+    from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    from aklab.lab import Lab
+    from aklab.lab.teams import builtin_team
+    from aklab.llm import ModelConfig
+
+    prompts: list[str] = []
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        prompts.append(str(messages[-1]))
+        args = {"messages": [{"recipient": "@Human", "message_type": "response", "message": "hello"}]}
+        return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, json.dumps(args))])
+
+    with Lab(builtin_team("dev-team").with_model(ModelConfig(model=FunctionModel(answer))), store=False) as lab:
+        [reply] = lab.ask("/help", timeout=20)
+        assert reply.type == "notification" and reply.sender is not None and reply.sender.name == "@Manager"
+        lines = reply.content.splitlines()
+        assert "/hire_member role [name] — Hire a member by role; returns the new member's address." in lines
+        assert {"/clear", "/compact", "/stop", "/team_members"} <= {line.split(" —")[0] for line in lines}
+        assert prompts == [] and lab.usage().empty  # no model request
+        assert [m.content for m in lab.ask("Say hello", timeout=20)] == ["hello"]
+        [prompt] = prompts
+        assert "Say hello" in prompt and "/help" not in prompt  # the model was not told of it
