@@ -39,19 +39,22 @@ PROVIDER_KEYS: dict[str, tuple[str, ...]] = {
 
 #: The live transcript's text form: what a saved notebook shows where no widget can be drawn.
 LIVE_TEXT = "(this ask's conversation, live while it runs; the result below keeps it)"
+#: The same for ``%%ask --bg``, which returns at once: its replies come in ``lab.replies()`` (or ``--out``).
+LIVE_TEXT_BG = "(this ask's conversation, live while the team works in the background)"
 
 
 class LiveView:
     """Shows a live panel with a fixed text/plain: its content depends on timing."""
 
-    def __init__(self, panel: Any) -> None:
+    def __init__(self, panel: Any, text: str = LIVE_TEXT) -> None:
         self._panel = panel
+        self._text = text
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         bundle: dict[str, Any] = dict(self._panel._repr_mimebundle_(include, exclude))
         # What a saved notebook shows where the widget cannot be drawn: the conversation
         # itself is kept in the result below (its "whole conversation" part).
-        bundle["text/plain"] = LIVE_TEXT
+        bundle["text/plain"] = self._text
         return bundle
 
 

@@ -233,7 +233,7 @@ class AklabMagics(Magics):
 
         @Agent      whom to ask (@Developer or Developer; default: the team's entry agent);
                     in the one-line %ask, write the @.
-        --bg        return at once; the team works in the background (%stop stops it)
+        --bg        return at once, leaving the ask's live transcript; the team works in the background (%stop stops it)
         --timeout S seconds to wait (default: Aklab.timeout, 300); the team keeps working after
         --out VAR   also store the replies in VAR (with --bg: a PendingReplies, VAR.wait())
         --format F  markdown (default: Aklab.default_format), text, or json
@@ -282,6 +282,13 @@ class AklabMagics(Magics):
             if args.out:
                 namespace[args.out] = PendingReplies(lab, start, ask_id)
             print(f"Sent to {args.agent or lab.entry.name}; the team works in the background. %stop stops it.")
+            if _in_kernel(shell) and ask_id is not None:  # the cell returns; its transcript goes on showing the work
+                from IPython.display import display
+
+                from aklab.lab._magic_show import LIVE_TEXT_BG, LiveView
+                from aklab.lab.panels import ask_transcript
+
+                display(LiveView(ask_transcript(lab, ask_id), LIVE_TEXT_BG))  # type: ignore[no-untyped-call]
             return None
         timeout = args.timeout or defaults.timeout
         fmt = args.format or defaults.default_format

@@ -13,7 +13,7 @@ import pytest
 from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import KernelManager
 
-from aklab.lab._magic_show import LIVE_TEXT
+from aklab.lab._magic_show import LIVE_TEXT, LIVE_TEXT_BG
 
 SETUP = """
 %load_ext aklab
@@ -173,6 +173,9 @@ def test_stop_withdraws_an_ask_queued_behind_a_run_and_it_never_answers(tmp_path
         "gate.set()\nprint(get_lab().wait(30), [m.content for m in queued.wait(30)], len(calls))",
     )
     _execute(nb, tmp_path)
+    for sent in (nb.cells[1], nb.cells[3]):  # each --bg cell leaves its ask's live transcript
+        assert _text(sent) == f"Sent to @Manager; the team works in the background. %stop stops it.\n{LIVE_TEXT_BG}"
+        assert any("application/vnd.jupyter.widget-view+json" in out.get("data", {}) for out in sent.outputs)
     stop = _text(nb.cells[4])
     assert stop == "Stopped: interrupted the run of @Manager; withdrew 1 ask not started yet.\n"
     # the team is quiet, the queued ask got no reply, and the model was asked once (for the first ask)
