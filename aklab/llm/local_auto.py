@@ -23,7 +23,6 @@ from __future__ import annotations
 import os
 import threading
 import urllib.error
-import urllib.request
 from collections.abc import Callable
 
 from aklab.errors import AklabError, ConfigError
@@ -120,9 +119,10 @@ def _revive(server: local_server.LocalServer, say: Callable[[str], None]) -> Non
 
 
 def _answers(base_url: str) -> bool:
-    """Whether an HTTP server answers at ``base_url`` (any status: it is somebody's server)."""
+    """Whether an HTTP server answers at ``base_url`` (any status: it is somebody's server).
+    Asked directly, never through a proxy from the environment: the endpoint is loopback."""
     try:
-        with urllib.request.urlopen(f"{base_url.rstrip('/')}/models", timeout=PROBE_TIMEOUT):
+        with local_server.direct_open(f"{base_url.rstrip('/')}/models", timeout=PROBE_TIMEOUT):
             return True
     except urllib.error.HTTPError:
         return True

