@@ -90,10 +90,10 @@ def test_a_server_answering_at_the_default_endpoint_is_used(
     monkeypatch.setattr(local_profile, "DEFAULT_BASE_URL", fake_openai.url)
     fake_openai.default = echo
     cfg = ModelConfig.parse("local:smollm2")
-    with monkeypatch.context() as proxied:  # a proxy from the environment does not take the loopback probe
-        proxied.setenv("http_proxy", "http://127.0.0.1:9")
-        proxied.setenv("HTTP_PROXY", "http://127.0.0.1:9")
-        assert local_auto.serve_if_needed(cfg) is cfg  # the user's own server: nothing started
+    # A proxy from the environment (a dead one here) takes neither the probe nor the requests.
+    monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    assert local_auto.serve_if_needed(cfg) is cfg  # the user's own server: nothing started
     assert bundled == []
     with Lab(model="local:smollm2", store=False) as lab:
         assert [m.content for m in lab.ask("ping", timeout=30)] == ["OK: ping"]

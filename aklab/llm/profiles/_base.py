@@ -235,12 +235,22 @@ class BuildContext:
             profile["context_window"] = self.cfg.context_length
         return cast("ModelProfile", profile)
 
-    def http_client(self) -> httpx2.AsyncClient:
-        """A new HTTP client with aklab's timeout (connect at most 5 s), closed by ``ResolvedModel.close``."""
-        import httpx2
-        from pydantic_ai._http import create_async_httpx2_client
+    def http_client(self, base_url: str | None = None) -> httpx2.AsyncClient:
+        """A new HTTP client with aklab's timeout (connect at most 5 s), closed by ``ResolvedModel.close``.
 
-        client = create_async_httpx2_client(timeout=httpx2.Timeout(self.timeout, connect=min(self.timeout, 5.0)))
+        For a server on this machine (``base_url``, else ``cfg.base_url``, on a loopback
+        host) the client has a transport of its own, so an ``HTTP(S)_PROXY`` from the
+        environment does not take its requests to a proxy that cannot reach it."""
+        import httpx2
+        from pydantic_ai._http import DEFAULT_HTTP_LIMITS, create_async_httpx2_client
+
+        timeout = httpx2.Timeout(self.timeout, connect=min(self.timeout, 5.0))
+        url = base_url or self.cfg.base_url
+        if url and is_loopback(url):
+            transport = httpx2.AsyncHTTPTransport(limits=DEFAULT_HTTP_LIMITS)
+            client = create_async_httpx2_client(timeout=timeout, transport=transport)
+        else:
+            client = create_async_httpx2_client(timeout=timeout)
         self.clients.append(_OwnedClient(client))
         return client
 

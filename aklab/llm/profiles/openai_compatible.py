@@ -62,7 +62,7 @@ def build_compatible(
     client = AsyncOpenAI(
         base_url=base_url,
         api_key=api_key or PLACEHOLDER_KEY,
-        http_client=ctx.http_client(),
+        http_client=ctx.http_client(base_url),
         timeout=ctx.timeout,
         max_retries=ctx.retries,
     )
