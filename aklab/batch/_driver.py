@@ -188,6 +188,7 @@ def _plan(
     """Resolve each scenario's team and model once per distinct pair, here (fail fast)."""
     from aklab.lab.session import resolve_team
     from aklab.llm import ModelConfig
+    from aklab.llm.local_auto import serve_if_needed
 
     cache: dict[tuple[int, int], tuple[TeamSpec, str]] = {}
     keep: list[object] = []  # keeps the cache's id() keys alive
@@ -202,6 +203,9 @@ def _plan(
                 spec = resolve_team(t, trust=trust)
                 if m is not None:
                     spec = spec.with_model(ModelConfig.parse(m) if isinstance(m, str) else m)
+                # local:smollm2 with nothing serving it: one server of aklab's, here, for every
+                # worker (process and Ray workers get its URL instead of each starting one)
+                spec = spec.map_models(serve_if_needed)
             except ConfigError as exc:
                 raise ConfigError(f"scenario {s.id!r}: {exc}") from exc
             spec = _headless(spec)

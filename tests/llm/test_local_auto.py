@@ -181,3 +181,18 @@ def test_aklab_starts_its_server_again_on_the_same_port_when_it_dies(
     with local_auto._lock:
         assert local_auto.shared_server() is None
     assert "not starting it again after 1 restarts" in nothing_serves_local[-1]
+
+
+def test_a_batch_on_local_smollm2_serves_every_worker_process_from_one_server(
+    bundled: list[_FakeBundledServer], nothing_serves_local: list[str]
+) -> None:
+    from aklab import batch
+
+    result = batch.run(
+        ["ping", "pong"], model="local:smollm2", engine="process", workers=2, concurrency=2, progress=False
+    )
+    table = result.scenarios.set_index("id")
+    assert (table["status"] == "ok").all(), table["error"].tolist()
+    assert sorted(table["answer"]) == ["OK: ping", "OK: pong"]
+    [server] = bundled  # one, started here: the workers got its URL
+    assert server.fake is not None and len(server.fake.bodies) == 2
