@@ -233,7 +233,8 @@ class AklabMagics(Magics):
 
         @Agent      whom to ask (@Developer or Developer; default: the team's entry agent);
                     in the one-line %ask, write the @.
-        --bg        return at once, leaving the ask's live transcript; the team works in the background (%stop stops it)
+        --bg        return at once; the team works in the background (%stop stops it) and the
+                    cell keeps showing the ask's live transcript
         --timeout S seconds to wait (default: Aklab.timeout, 300); the team keeps working after
         --out VAR   also store the replies in VAR (with --bg: a PendingReplies, VAR.wait())
         --format F  markdown (default: Aklab.default_format), text, or json
