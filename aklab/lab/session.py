@@ -279,8 +279,9 @@ class Lab:
         member = self.orchestrator.get_team_member(name)
         if member is None:
             names = ", ".join(a.name for a in self.orchestrator.get_team())
-            role = self._hireable(name[1:])
-            if role is not None:  # a role the team has a card for, nobody hired yet
+            card = self.orchestrator.get_agent_card(name[1:])
+            if card is not None and not getattr(card.config, "is_user_proxy", False):  # a role, nobody hired yet
+                role = card.config.role
                 entry = self.entry.name
                 raise RoutingError(
                     f"no team member {name} yet: {role} is a role this team hires on demand. Ask {entry}, which "
@@ -289,14 +290,6 @@ class Lab:
                 )
             raise RoutingError(f"no team member {name}; members: {names}")
         return member
-
-    def _hireable(self, name: str) -> str | None:
-        """The role of this team's cards that ``name`` names (any case), if any."""
-        for card in self.orchestrator.get_agent_profiles():
-            role = card.config.role
-            if role and role.lower() == name.lower() and not getattr(card.config, "is_user_proxy", False):
-                return str(role)
-        return None
 
     @property
     def guard(self) -> TeamGuard:

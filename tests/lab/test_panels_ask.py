@@ -351,25 +351,26 @@ def test_a_watched_lab_keeps_its_notes_for_a_panel_opened_later() -> None:
     assert fake.recorder.listeners == []
 
 
+def _busy(agent: str, is_busy: bool, ask: str) -> EventMessage:
+    return EventMessage(event=AgentBusyEvent(agent=agent, role=agent.strip("@"), busy=is_busy), ask_id=ask)
+
+
 def test_a_panel_opened_while_an_agent_thinks_shows_it_working() -> None:
     """%%ask opens its cell's transcript just after sending: a model already thinking by
     then shows as working there (and on a dashboard opened later), until its turn ends."""
     fake = FakeLab("@Human", "@Dev")
     stop = watch_lab(cast(Lab, fake))
 
-    def busy(agent: str, is_busy: bool, ask: str) -> EventMessage:
-        return EventMessage(event=AgentBusyEvent(agent=agent, role=agent.strip("@"), busy=is_busy), ask_id=ask)
-
     fake.say(sent("@Human", "@Dev", "Plan it", ask="a1"))
-    fake.say(busy("@Dev", True, "a1"))
-    fake.say(busy("@Other", True, "a2"))
-    fake.say(busy("@Gone", True, "a1"))
-    fake.say(busy("@Gone", False, "a1"))
+    fake.say(_busy("@Dev", True, "a1"))
+    fake.say(_busy("@Other", True, "a2"))
+    fake.say(_busy("@Gone", True, "a1"))
+    fake.say(_busy("@Gone", False, "a1"))
     cell, board = ask_transcript(cast(Lab, fake), "a1"), attach_panels(cast(Lab, fake))
     try:
         assert cell.model.view().working == ("@Dev",)  # not another ask's agent, not one that finished
         assert board.transcript.model.view().working == ("@Dev", "@Other")
-        fake.say(busy("@Dev", False, "a1"))
+        fake.say(_busy("@Dev", False, "a1"))
         assert cell.model.view().working == () and board.transcript.model.view().working == ("@Other",)
         later = ask_transcript(cast(Lab, fake), "a1")
         assert later.model.view().working == ()
@@ -378,10 +379,6 @@ def test_a_panel_opened_while_an_agent_thinks_shows_it_working() -> None:
         cell.close()
         board.close()
         stop()
-
-
-def _busy(agent: str, is_busy: bool, ask: str) -> EventMessage:
-    return EventMessage(event=AgentBusyEvent(agent=agent, role=agent.strip("@"), busy=is_busy), ask_id=ask)
 
 
 def test_an_ask_queued_behind_another_says_whom_it_waits_for() -> None:
