@@ -295,6 +295,32 @@ def test_close_is_idempotent_and_works_inside_a_running_loop(resolved: Callable[
     assert r.closed
 
 
+def test_a_client_whose_idle_loop_is_not_this_threads_running_one_still_closes() -> None:
+    """An agent's model closed by its finalizer during a garbage collection inside another
+    coroutine: the client's own loop is idle, and this thread runs a different one."""
+    import httpx2
+
+    from aklab.llm.profiles._base import _OwnedClient
+
+    capture = Capture()
+    capture.thread.start()
+    own_loop = asyncio.new_event_loop()
+    try:
+        owned = _OwnedClient(httpx2.AsyncClient())
+        response = own_loop.run_until_complete(owned.client.get(f"{capture.url}/models"))
+        assert response.status_code == 501 and owned.loop is own_loop  # a connection bound to own_loop
+
+        async def some_other_coroutine() -> None:
+            owned.close()
+
+        asyncio.run(some_other_coroutine())
+        assert owned.client.is_closed
+    finally:
+        own_loop.close()
+        capture.server.shutdown()
+        capture.server.server_close()
+
+
 # -- on the wire ---------------------------------------------------------------------------
 
 

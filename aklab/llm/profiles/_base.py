@@ -110,7 +110,7 @@ class _OwnedClient:
             # Never used (nothing bound to a loop), or its loop is gone: close it on a loop of its own.
             _run_alone(self.client.aclose())
         elif not loop.is_running():
-            loop.run_until_complete(self.client.aclose())
+            _run_on(loop, self.client.aclose())
         elif _running_loop() is loop:
             _background.add(task := loop.create_task(self.client.aclose()))
             task.add_done_callback(_background.discard)
@@ -126,6 +126,19 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
+
+
+def _run_on(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, None]) -> None:
+    """Run ``coro`` to the end on ``loop`` (idle, not closed: the one the client's connections
+    belong to), on a helper thread if this one runs another loop. That happens when a finalizer
+    closes an agent's model during a garbage collection inside some coroutine: running
+    ``loop`` here would raise "Cannot run the event loop while another loop is running"."""
+    if _running_loop() is None:
+        loop.run_until_complete(coro)
+    else:
+        helper = threading.Thread(target=loop.run_until_complete, args=(coro,), name="aklab-close-client")
+        helper.start()
+        helper.join()
 
 
 def _run_alone(coro: Coroutine[Any, Any, None]) -> None:
