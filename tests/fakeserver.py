@@ -232,13 +232,14 @@ class _State:
 class FakeOpenAI:
     """The server. Start with ``start()`` (or use it as a context manager); ``close()`` stops it."""
 
-    def __init__(self, *, model_ids: tuple[str, ...] = ("fake",)) -> None:
+    def __init__(self, *, model_ids: tuple[str, ...] = ("fake",), port: int = 0) -> None:
+        """``port``: the loopback port to listen on (0: a free one)."""
         self.model_ids = model_ids
         self.default: Responder | None = None
         self.script_errors: list[str] = []
         """Exceptions raised by scripted responders (each answered as a 500)."""
         self._state = _State()
-        self._server = _Server(self)
+        self._server = _Server(self, port)
         self._thread: threading.Thread | None = None
         self._connections: set[socket.socket] = set()
         self._handlers: set[threading.Thread] = set()
@@ -373,9 +374,9 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
 
-    def __init__(self, fake: FakeOpenAI) -> None:
+    def __init__(self, fake: FakeOpenAI, port: int) -> None:
         self.fake = fake
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__(("127.0.0.1", port), _Handler)
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -13,7 +13,8 @@ starts on such a model, :func:`serve_if_needed`:
   line per phase, and points the model at it. Later teams reuse it; it stops when Python
   exits (or, killed, with it: see ``LocalServer``). If it dies on its own (a crash, the
   OOM killer, a stray ``kill``), a watcher thread starts it again on the same port, so
-  the teams pointed at it keep working, ``MAX_RESTARTS`` times per process at most;
+  the teams pointed at it keep working, ``MAX_RESTARTS`` times per process at most. A
+  model request made while it starts again waits for it (:mod:`aklab.llm.revival`);
 - without the ``local`` extra, raises ``ConfigError`` naming both ways out: the install
   command, or a server of one's own.
 """
@@ -26,7 +27,7 @@ import urllib.error
 from collections.abc import Callable
 
 from aklab.errors import AklabError, ConfigError
-from aklab.llm import local_server
+from aklab.llm import local_server, revival
 from aklab.llm.config import ModelConfig
 from aklab.llm.profiles import local as local_profile
 
@@ -89,6 +90,7 @@ def serve_if_needed(cfg: ModelConfig, *, progress: Callable[[str], None] | None 
 def _start(port: int | None, say: Callable[[str], None]) -> local_server.LocalServer:
     """Start a server (on ``port``, or a free one) and a thread that revives it if it dies."""
     server = local_server.LocalServer(port=port, progress=say).start()
+    revival.serving(server.base_url, server)
     threading.Thread(target=_revive, args=(server, say), name="aklab-local-server-watch", daemon=True).start()
     return server
 
@@ -98,23 +100,28 @@ def _revive(server: local_server.LocalServer, say: Callable[[str], None]) -> Non
     global _shared, _restarts
     pid, code = server.pid, server.wait()
     if code is None:  # stopped by close(): on purpose
+        revival.given_up(server.base_url)
         return
     with _lock:
         if _shared is not server:
+            revival.given_up(server.base_url)
             return
         server.close()  # its log file and exit hook
         _shared = None
         if _restarts >= MAX_RESTARTS:
+            revival.given_up(server.base_url)
             say(
                 f"local model: the server (pid {pid}) exited with code {code}; not starting it again after "
                 f"{MAX_RESTARTS} restarts (%aklab model local:smollm2 starts a new one)"
             )
             return
         _restarts += 1
+        revival.restarting(server.base_url)  # requests made meanwhile wait for the new one
         say(f"local model: the server (pid {pid}) exited with code {code}; starting it again at {server.base_url}")
         try:
             _shared = _start(server.port, say)
         except AklabError as exc:
+            revival.given_up(server.base_url)
             say(f"local model: it did not start again: {exc}")
 
 

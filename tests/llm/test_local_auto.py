@@ -11,6 +11,7 @@ import os
 import signal
 import threading
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -18,7 +19,7 @@ import pytest
 
 from aklab.errors import ConfigError
 from aklab.lab import Lab
-from aklab.llm import ModelConfig, local_auto, local_server
+from aklab.llm import ModelConfig, local_auto, local_server, revival
 from aklab.llm.profiles import local as local_profile
 from tests.fakeserver import FakeOpenAI, echo
 from tests.standin import ANSWERS, StandIn
@@ -196,3 +197,108 @@ def test_a_batch_on_local_smollm2_serves_every_worker_process_from_one_server(
     assert sorted(table["answer"]) == ["OK: ping", "OK: pong"]
     [server] = bundled  # one, started here: the workers got its URL
     assert server.fake is not None and len(server.fake.bodies) == 2
+
+
+class _Mortal(_FakeBundledServer):
+    """The bundled stand-in, able to die: ``die()`` closes its port and ``wait()`` returns
+    -9, as for a killed process. A server started after the first waits for ``gate``."""
+
+    gate: ClassVar[threading.Event] = threading.Event()
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._exited = threading.Event()
+        self._code: int | None = None
+
+    def start(self) -> _Mortal:
+        if _FakeBundledServer.started:  # aklab starting it again: held until the test lets it
+            assert _Mortal.gate.wait(30)
+        self.fake = FakeOpenAI(model_ids=("smollm2",), port=self.port or 0).start()
+        self.fake.default = echo
+        self.port = self.fake.port
+        _FakeBundledServer.started.append(self)
+        return self
+
+    def die(self) -> None:
+        fake, self.fake = self.fake, None
+        assert fake is not None
+        fake.close()
+        self._code = -signal.SIGKILL
+        self._exited.set()
+
+    def wait(self) -> int | None:
+        self._exited.wait()
+        return self._code
+
+    def close(self) -> None:
+        super().close()
+        self._exited.set()
+
+
+@pytest.fixture
+def mortal(bundled: list[_FakeBundledServer], monkeypatch: pytest.MonkeyPatch) -> Iterator[list[_FakeBundledServer]]:
+    monkeypatch.setattr(local_server, "LocalServer", _Mortal)
+    monkeypatch.setattr(_Mortal, "gate", threading.Event())
+    monkeypatch.setattr(local_auto, "_restarts", 0)
+    yield bundled
+    _Mortal.gate.set()  # a restart still held at the gate (a failed test) ends
+
+
+def test_an_ask_made_while_aklab_starts_its_server_again_waits_for_it_and_is_answered(
+    mortal: list[_FakeBundledServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    waiting = threading.Event()
+    real_wait = revival.wait_until_serving
+
+    def observed(url: str, timeout: float) -> bool:
+        waiting.set()
+        return real_wait(url, timeout)
+
+    monkeypatch.setattr(revival, "wait_until_serving", observed)
+    with Lab(model="local:smollm2", store=False) as lab:
+        assert [m.content for m in lab.ask("ping", timeout=30)] == ["OK: ping"]
+        [first] = mortal
+        assert isinstance(first, _Mortal)
+        first.die()  # the watcher starts a new one on the same port, held at the gate
+        answer: list[Any] = []
+        asker = threading.Thread(target=lambda: answer.extend(lab.ask("pong", timeout=30)))
+        asker.start()
+        assert waiting.wait(30)  # the request was refused: it waits for the new server...
+        assert asker.is_alive()  # ...and the ask has not failed
+        _Mortal.gate.set()
+        asker.join(30)
+        assert [m.content for m in answer] == ["OK: pong"]
+        [_, second] = mortal
+        assert second.port == first.port and second.fake is not None and second.fake.bodies
+
+
+def test_a_refused_request_fails_at_once_when_aklab_will_not_start_its_server_again(
+    mortal: list[_FakeBundledServer], nothing_serves_local: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gave_up = threading.Event()
+
+    def said(line: str) -> None:
+        nothing_serves_local.append(line)
+        if "not starting it again" in line:
+            gave_up.set()
+
+    waits: list[bool] = []
+    real_wait = revival.wait_until_serving
+
+    def observed(url: str, timeout: float) -> bool:
+        waits.append(real_wait(url, timeout))
+        return waits[-1]
+
+    monkeypatch.setattr(local_auto, "_print", said)
+    monkeypatch.setattr(local_auto, "MAX_RESTARTS", 0)
+    monkeypatch.setattr(revival, "wait_until_serving", observed)
+    with Lab(model="local:smollm2", store=False) as lab:
+        assert [m.content for m in lab.ask("ping", timeout=30)] == ["OK: ping"]
+        [first] = mortal
+        assert isinstance(first, _Mortal)
+        first.die()
+        assert gave_up.wait(30)
+        [reply] = lab.ask("pong", timeout=30)  # well within the wait's 120 s: it did not wait
+    assert "cannot reach the model server" in reply.content
+    assert waits and not any(waits)
+    assert len(mortal) == 1

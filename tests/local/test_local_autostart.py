@@ -6,6 +6,7 @@ loopback port nothing listens on, so a server the machine happens to run is not 
 from __future__ import annotations
 
 import os
+import signal
 
 import pytest
 
@@ -38,3 +39,35 @@ def test_local_smollm2_with_nothing_serving_it_starts_the_bundled_server(nothing
     server.close()
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def test_an_ask_right_after_the_server_is_killed_waits_for_it_to_start_again(
+    nothing_serves_local: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGKILL the real server and ask at once, while aklab starts a new one on the same port
+    (about a second): the ask is answered. Its first request finds the old server gone: a
+    stale pooled connection (the SDK sends it again after a short back-off) or a refused one
+    (it waits for the new server, ``aklab.llm.revival``): which one happens first is timing,
+    so tests/llm/test_local_auto.py holds the restart to prove the wait."""
+    from aklab.llm import revival
+
+    waits: list[bool] = []
+    real_wait = revival.wait_until_serving
+
+    def observed(url: str, timeout: float) -> bool:
+        waits.append(real_wait(url, timeout))
+        return waits[-1]
+
+    monkeypatch.setattr(revival, "wait_until_serving", observed)
+    monkeypatch.setattr(local_auto, "_restarts", 0)
+    with Lab(model="local:smollm2", store=False) as lab:
+        assert lab.ask("Say hello.", timeout=ASK_TIMEOUT_S)
+        first = local_auto.shared_server()
+        assert first is not None and first.pid is not None
+        os.kill(first.pid, signal.SIGKILL)
+        replies = lab.ask("What is the capital of France?", timeout=ASK_TIMEOUT_S)
+        assert replies and "cannot reach" not in replies[-1].content and replies[-1].content.strip()
+        second = local_auto.shared_server()
+        assert second is not None and second is not first and second.base_url == first.base_url
+    assert all(waits)  # any refused request waited for the new server, and was sent again
+    assert any("starting it again" in line for line in nothing_serves_local)

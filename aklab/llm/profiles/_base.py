@@ -252,16 +252,19 @@ class BuildContext:
         """A new HTTP client with aklab's timeout (connect at most 5 s), closed by ``ResolvedModel.close``.
 
         For a server on this machine (``base_url``, else ``cfg.base_url``, on a loopback
-        host) the client has a transport of its own, so an ``HTTP(S)_PROXY`` from the
-        environment does not take its requests to a proxy that cannot reach it."""
+        host) the client has a transport of its own (``LoopbackTransport``): an
+        ``HTTP(S)_PROXY`` from the environment does not take its requests to a proxy that
+        cannot reach them, and a request refused while aklab starts its own server again
+        waits for it instead of failing."""
         import httpx2
-        from pydantic_ai._http import DEFAULT_HTTP_LIMITS, create_async_httpx2_client
+        from pydantic_ai._http import create_async_httpx2_client
 
         timeout = httpx2.Timeout(self.timeout, connect=min(self.timeout, 5.0))
         url = base_url or self.cfg.base_url
         if url and is_loopback(url):
-            transport = httpx2.AsyncHTTPTransport(limits=DEFAULT_HTTP_LIMITS)
-            client = create_async_httpx2_client(timeout=timeout, transport=transport)
+            from aklab.llm.profiles._loopback import LoopbackTransport
+
+            client = create_async_httpx2_client(timeout=timeout, transport=LoopbackTransport())
         else:
             client = create_async_httpx2_client(timeout=timeout)
         self.clients.append(_OwnedClient(client))
