@@ -9,6 +9,7 @@ import pytest
 
 from aklab.core import ActorSystem
 from tests.fakeserver import FakeOpenAI
+from tests.standin import RevivalWaits
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -63,3 +64,19 @@ def nothing_serves_local(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]
     server = local_auto.shared_server()
     if server is not None:
         server.close()
+
+
+@pytest.fixture
+def revival_waits(monkeypatch: pytest.MonkeyPatch) -> RevivalWaits:
+    from aklab.llm import revival
+
+    waits = RevivalWaits()
+    real_wait = revival.wait_until_serving
+
+    def observed(url: str, timeout: float) -> bool:
+        waits.begun.set()
+        waits.results.append(real_wait(url, timeout))
+        return waits.results[-1]
+
+    monkeypatch.setattr(revival, "wait_until_serving", observed)
+    return waits

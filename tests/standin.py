@@ -4,6 +4,7 @@ like it, so LocalServer's life cycle is tested without the model or the local ex
 from __future__ import annotations
 
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -36,3 +37,12 @@ class StandIn(LocalServer):
 
     def _command(self, path: Path) -> list[str]:
         return [sys.executable, "-c", self.script, str(self.port)]
+
+
+class RevivalWaits:
+    """What each wait of a refused loopback request for aklab's server returned
+    (``aklab.llm.revival.wait_until_serving``); ``begun`` is set when the first one starts."""
+
+    def __init__(self) -> None:
+        self.results: list[bool] = []
+        self.begun = threading.Event()

@@ -19,10 +19,10 @@ import pytest
 
 from aklab.errors import ConfigError
 from aklab.lab import Lab
-from aklab.llm import ModelConfig, local_auto, local_server, revival
+from aklab.llm import ModelConfig, local_auto, local_server
 from aklab.llm.profiles import local as local_profile
 from tests.fakeserver import FakeOpenAI, echo
-from tests.standin import ANSWERS, StandIn
+from tests.standin import ANSWERS, RevivalWaits, StandIn
 
 
 class _FakeBundledServer(local_server.LocalServer):
@@ -245,16 +245,8 @@ def mortal(bundled: list[_FakeBundledServer], monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_an_ask_made_while_aklab_starts_its_server_again_waits_for_it_and_is_answered(
-    mortal: list[_FakeBundledServer], monkeypatch: pytest.MonkeyPatch
+    mortal: list[_FakeBundledServer], revival_waits: RevivalWaits
 ) -> None:
-    waiting = threading.Event()
-    real_wait = revival.wait_until_serving
-
-    def observed(url: str, timeout: float) -> bool:
-        waiting.set()
-        return real_wait(url, timeout)
-
-    monkeypatch.setattr(revival, "wait_until_serving", observed)
     with Lab(model="local:smollm2", store=False) as lab:
         assert [m.content for m in lab.ask("ping", timeout=30)] == ["OK: ping"]
         [first] = mortal
@@ -263,17 +255,21 @@ def test_an_ask_made_while_aklab_starts_its_server_again_waits_for_it_and_is_ans
         answer: list[Any] = []
         asker = threading.Thread(target=lambda: answer.extend(lab.ask("pong", timeout=30)))
         asker.start()
-        assert waiting.wait(30)  # the request was refused: it waits for the new server...
+        assert revival_waits.begun.wait(30)  # the request was refused: it waits for the new server...
         assert asker.is_alive()  # ...and the ask has not failed
         _Mortal.gate.set()
         asker.join(30)
         assert [m.content for m in answer] == ["OK: pong"]
+        assert revival_waits.results == [True]
         [_, second] = mortal
         assert second.port == first.port and second.fake is not None and second.fake.bodies
 
 
 def test_a_refused_request_fails_at_once_when_aklab_will_not_start_its_server_again(
-    mortal: list[_FakeBundledServer], nothing_serves_local: list[str], monkeypatch: pytest.MonkeyPatch
+    mortal: list[_FakeBundledServer],
+    nothing_serves_local: list[str],
+    revival_waits: RevivalWaits,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     gave_up = threading.Event()
 
@@ -282,16 +278,8 @@ def test_a_refused_request_fails_at_once_when_aklab_will_not_start_its_server_ag
         if "not starting it again" in line:
             gave_up.set()
 
-    waits: list[bool] = []
-    real_wait = revival.wait_until_serving
-
-    def observed(url: str, timeout: float) -> bool:
-        waits.append(real_wait(url, timeout))
-        return waits[-1]
-
     monkeypatch.setattr(local_auto, "_print", said)
     monkeypatch.setattr(local_auto, "MAX_RESTARTS", 0)
-    monkeypatch.setattr(revival, "wait_until_serving", observed)
     with Lab(model="local:smollm2", store=False) as lab:
         assert [m.content for m in lab.ask("ping", timeout=30)] == ["OK: ping"]
         [first] = mortal
@@ -300,5 +288,5 @@ def test_a_refused_request_fails_at_once_when_aklab_will_not_start_its_server_ag
         assert gave_up.wait(30)
         [reply] = lab.ask("pong", timeout=30)  # well within the wait's 120 s: it did not wait
     assert "cannot reach the model server" in reply.content
-    assert waits and not any(waits)
+    assert revival_waits.results and not any(revival_waits.results)
     assert len(mortal) == 1

@@ -13,6 +13,7 @@ import pytest
 from aklab.lab.session import Lab
 from aklab.llm import local_auto
 from tests.local.conftest import skip_without_local_runtime
+from tests.standin import RevivalWaits
 
 skip_without_local_runtime()
 
@@ -42,23 +43,13 @@ def test_local_smollm2_with_nothing_serving_it_starts_the_bundled_server(nothing
 
 
 def test_an_ask_right_after_the_server_is_killed_waits_for_it_to_start_again(
-    nothing_serves_local: list[str], monkeypatch: pytest.MonkeyPatch
+    nothing_serves_local: list[str], revival_waits: RevivalWaits, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """SIGKILL the real server and ask at once, while aklab starts a new one on the same port
     (about a second): the ask is answered. Its first request finds the old server gone: a
     stale pooled connection (the SDK sends it again after a short back-off) or a refused one
     (it waits for the new server, ``aklab.llm.revival``): which one happens first is timing,
     so tests/llm/test_local_auto.py holds the restart to prove the wait."""
-    from aklab.llm import revival
-
-    waits: list[bool] = []
-    real_wait = revival.wait_until_serving
-
-    def observed(url: str, timeout: float) -> bool:
-        waits.append(real_wait(url, timeout))
-        return waits[-1]
-
-    monkeypatch.setattr(revival, "wait_until_serving", observed)
     monkeypatch.setattr(local_auto, "_restarts", 0)
     with Lab(model="local:smollm2", store=False) as lab:
         assert lab.ask("Say hello.", timeout=ASK_TIMEOUT_S)
@@ -69,5 +60,5 @@ def test_an_ask_right_after_the_server_is_killed_waits_for_it_to_start_again(
         assert replies and "cannot reach" not in replies[-1].content and replies[-1].content.strip()
         second = local_auto.shared_server()
         assert second is not None and second is not first and second.base_url == first.base_url
-    assert all(waits)  # any refused request waited for the new server, and was sent again
+    assert all(revival_waits.results)  # any refused request waited for the new server, and was sent again
     assert any("starting it again" in line for line in nothing_serves_local)
