@@ -290,3 +290,23 @@ def test_a_refused_request_fails_at_once_when_aklab_will_not_start_its_server_ag
     assert "cannot reach the model server" in reply.content
     assert revival_waits.results and not any(revival_waits.results)
     assert len(mortal) == 1
+
+
+def test_stop_ends_an_ask_that_waits_for_the_server_to_start_again(
+    mortal: list[_FakeBundledServer], revival_waits: RevivalWaits
+) -> None:
+    with Lab(model="local:smollm2", store=False) as lab:
+        assert [m.content for m in lab.ask("ping", timeout=30)] == ["OK: ping"]
+        [first] = mortal
+        assert isinstance(first, _Mortal)
+        first.die()  # its new server is held at the gate
+        answer: list[Any] = []
+        asker = threading.Thread(target=lambda: answer.extend(lab.ask("pong", timeout=30)))
+        asker.start()
+        assert revival_waits.begun.wait(30)
+        stopped = lab.interrupt()  # %stop
+        asker.join(30)
+        assert not asker.is_alive()  # the ask ended without the server coming back
+        assert stopped == ["@Manager"] and not lab.busy()
+        _Mortal.gate.set()
+        assert [m.content for m in lab.ask("again", timeout=30)] == ["OK: again"]  # the team goes on
