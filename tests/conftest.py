@@ -58,6 +58,7 @@ def nothing_serves_local(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]
     monkeypatch.setattr(local_profile, "DEFAULT_BASE_URL", f"http://127.0.0.1:{port}/v1")
     monkeypatch.delenv(local_profile.BASE_URL_ENV, raising=False)
     monkeypatch.setattr(local_auto, "_shared", None)
+    monkeypatch.setattr(local_auto, "_down", {})
     lines: list[str] = []
     monkeypatch.setattr(local_auto, "_print", lines.append)
     yield lines

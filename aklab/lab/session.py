@@ -17,7 +17,8 @@ from aklab.lab.recorder import TeamRecorder
 from aklab.lab.result import AskResult
 from aklab.lab.teams import BUILTIN_TEAMS, TeamSpec, builtin_team
 from aklab.llm import ModelConfig
-from aklab.llm.local_auto import serve_if_needed, shared_server
+from aklab.llm.local_auto import describe as describe_local_server
+from aklab.llm.local_auto import serve_if_needed
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -507,11 +508,8 @@ class Lab:
             "models: "
             + ", ".join(sorted({c.config.model_cfg.label for c in self.spec.cards if hasattr(c.config, "model_cfg")})),
         ]
-        served = shared_server()
-        if served is not None and any(
-            getattr(getattr(c.config, "model_cfg", None), "base_url", None) == served.base_url for c in self.spec.cards
-        ):
-            lines.append(f"model server: aklab's own, {served.base_url} (pid {served.pid}; stops when Python exits)")
+        urls = {getattr(getattr(c.config, "model_cfg", None), "base_url", None) for c in self.spec.cards}
+        lines += sorted(line for url in urls if (line := describe_local_server(url)) is not None)
         usage = self.recorder.usage
         tokens = sum(e.total_tokens for e in usage)
         unknown = sum(1 for e in usage if e.input_tokens is None or e.output_tokens is None)

@@ -31,7 +31,7 @@ from aklab.llm import local_server, revival
 from aklab.llm.config import ModelConfig
 from aklab.llm.profiles import local as local_profile
 
-__all__ = ["BUNDLED_MODEL", "serve_if_needed", "shared_server"]
+__all__ = ["BUNDLED_MODEL", "describe", "serve_if_needed", "shared_server"]
 
 #: The model the ``local`` extra ships (``local:smollm2``).
 BUNDLED_MODEL = "smollm2"
@@ -43,12 +43,33 @@ MAX_RESTARTS = 3
 _lock = threading.Lock()
 _shared: local_server.LocalServer | None = None
 _restarts = 0
+#: Addresses of aklab's servers that died and were not started again: why.
+_down: dict[str, str] = {}
+#: The address where a server that died is being started again, meanwhile.
+_starting_again: str | None = None
 
 
 def shared_server() -> local_server.LocalServer | None:
     """The server aklab started for ``local:smollm2`` in this process, while it runs."""
     server = _shared
     return server if server is not None and server.running else None
+
+
+def describe(base_url: str | None) -> str | None:
+    """A line for ``%aklab`` when ``base_url`` is (or was) aklab's own server: where it runs,
+    or that it is down and how to get a new one; None for any other URL."""
+    if base_url is None:
+        return None
+    server = _shared
+    if base_url == _starting_again or (server is not None and server.base_url == base_url and not server.running):
+        return f"model server: aklab's own, {base_url}, starting again after it exited"
+    if server is not None and server.base_url == base_url:
+        again = f"; started again {_restarts} time{'s' if _restarts != 1 else ''}" if _restarts else ""
+        return f"model server: aklab's own, {base_url} (pid {server.pid}{again}; stops when Python exits)"
+    why = _down.get(base_url)
+    if why is not None:
+        return f"model server: aklab's own, {base_url}, is down ({why}); %aklab model local:smollm2 starts a new one"
+    return None
 
 
 def serve_if_needed(cfg: ModelConfig, *, progress: Callable[[str], None] | None = None) -> ModelConfig:
@@ -90,6 +111,7 @@ def serve_if_needed(cfg: ModelConfig, *, progress: Callable[[str], None] | None 
 def _start(port: int | None, say: Callable[[str], None]) -> local_server.LocalServer:
     """Start a server (on ``port``, or a free one) and a thread that revives it if it dies."""
     server = local_server.LocalServer(port=port, progress=say).start()
+    _down.pop(server.base_url, None)
     revival.serving(server.base_url, server)
     threading.Thread(target=_revive, args=(server, say), name="aklab-local-server-watch", daemon=True).start()
     return server
@@ -97,7 +119,7 @@ def _start(port: int | None, say: Callable[[str], None]) -> local_server.LocalSe
 
 def _revive(server: local_server.LocalServer, say: Callable[[str], None]) -> None:
     """Wait for ``server`` to exit; if it died on its own while shared, start it again."""
-    global _shared, _restarts
+    global _starting_again
     pid, code = server.pid, server.wait()
     if code is None:  # stopped by close(): on purpose
         revival.given_up(server.base_url)
@@ -106,23 +128,37 @@ def _revive(server: local_server.LocalServer, say: Callable[[str], None]) -> Non
         if _shared is not server:
             revival.given_up(server.base_url)
             return
-        server.close()  # its log file and exit hook
-        _shared = None
-        if _restarts >= MAX_RESTARTS:
-            revival.given_up(server.base_url)
-            say(
-                f"local model: the server (pid {pid}) exited with code {code}; not starting it again after "
-                f"{MAX_RESTARTS} restarts (%aklab model local:smollm2 starts a new one)"
-            )
-            return
-        _restarts += 1
-        revival.restarting(server.base_url)  # requests made meanwhile wait for the new one
-        say(f"local model: the server (pid {pid}) exited with code {code}; starting it again at {server.base_url}")
+        _starting_again = server.base_url  # what %aklab says meanwhile
         try:
-            _shared = _start(server.port, say)
-        except AklabError as exc:
-            revival.given_up(server.base_url)
-            say(f"local model: it did not start again: {exc}")
+            _replace(server, pid, code, say)
+        finally:
+            _starting_again = None
+
+
+def _replace(server: local_server.LocalServer, pid: int | None, code: int, say: Callable[[str], None]) -> None:
+    """A new server where ``server`` (shared, dead) was, ``MAX_RESTARTS`` times per process
+    at most (under ``_lock``)."""
+    global _shared, _restarts
+    url = server.base_url
+    server.close()  # its log file and exit hook
+    _shared = None
+    if _restarts >= MAX_RESTARTS:
+        revival.given_up(url)
+        _down[url] = f"exited with code {code}, not started again after {MAX_RESTARTS} restarts"
+        say(
+            f"local model: the server (pid {pid}) exited with code {code}; not starting it again after "
+            f"{MAX_RESTARTS} restarts (%aklab model local:smollm2 starts a new one)"
+        )
+        return
+    _restarts += 1
+    revival.restarting(url)  # requests made meanwhile wait for the new one
+    say(f"local model: the server (pid {pid}) exited with code {code}; starting it again at {url}")
+    try:
+        _shared = _start(server.port, say)
+    except AklabError as exc:
+        revival.given_up(url)
+        _down[url] = f"exited with code {code}, and did not start again: {str(exc).splitlines()[0]}"
+        say(f"local model: it did not start again: {exc}")
 
 
 def _answers(base_url: str) -> bool:

@@ -257,12 +257,14 @@ def test_an_ask_made_while_aklab_starts_its_server_again_waits_for_it_and_is_ans
         asker.start()
         assert revival_waits.begun.wait(30)  # the request was refused: it waits for the new server...
         assert asker.is_alive()  # ...and the ask has not failed
+        assert f"model server: aklab's own, {first.base_url}, starting again after it exited" in lab.status()
         _Mortal.gate.set()
         asker.join(30)
         assert [m.content for m in answer] == ["OK: pong"]
         assert revival_waits.results == [True]
         [_, second] = mortal
         assert second.port == first.port and second.fake is not None and second.fake.bodies
+        assert f"{second.base_url} (pid None; started again 1 time; stops when Python exits)" in lab.status()
 
 
 def test_a_refused_request_fails_at_once_when_aklab_will_not_start_its_server_again(
@@ -286,6 +288,10 @@ def test_a_refused_request_fails_at_once_when_aklab_will_not_start_its_server_ag
         assert isinstance(first, _Mortal)
         first.die()
         assert gave_up.wait(30)
+        assert (
+            f"model server: aklab's own, {first.base_url}, is down (exited with code -9, not started again "
+            "after 0 restarts); %aklab model local:smollm2 starts a new one"
+        ) in lab.status()
         [reply] = lab.ask("pong", timeout=30)  # well within the wait's 120 s: it did not wait
     assert "cannot reach the model server" in reply.content
     assert revival_waits.results and not any(revival_waits.results)
