@@ -70,6 +70,21 @@ def _first_line(exc: BaseException, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _own_server_down(exc: BaseException) -> str | None:
+    """When the request went to aklab's own local server and aklab gave up on it: why, and what to do."""
+    from aklab.llm import local_auto
+
+    for e in _chain(exc):
+        try:
+            url = str(e.request.url)  # type: ignore[attr-defined]  # httpx's errors raise if they have none
+        except Exception:
+            continue
+        why = local_auto.down_at(url)
+        if why is not None:
+            return f"aklab's own server there {why}; %aklab model local:smollm2 starts a new one"
+    return None
+
+
 def describe_failure(exc: BaseException, *, timeout: float | None = None) -> str:
     """What went wrong, in one line, and what to do; registered keys and auth headers redacted."""
     return redact(_describe(exc, timeout))
@@ -86,6 +101,9 @@ def _describe(exc: BaseException, timeout: float | None) -> str:
     if is_cut_response(exc):
         return "the model server dropped the response part-way; ask again"
     if names & {"APIConnectionError", "ConnectError", "ConnectionError", "ConnectionRefusedError"}:
+        down = _own_server_down(exc)
+        if down is not None:
+            return f"cannot reach the model server: {down}"
         return f"cannot reach the model server ({_first_line(exc, 80)}); is it running? (check base_url)"
     if status == 429:
         return "the provider is rate-limiting requests (HTTP 429); wait a moment and ask again"

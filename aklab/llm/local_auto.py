@@ -25,13 +25,14 @@ import os
 import threading
 import urllib.error
 from collections.abc import Callable
+from urllib.parse import urlsplit
 
 from aklab.errors import AklabError, ConfigError
 from aklab.llm import local_server, revival
 from aklab.llm.config import ModelConfig
 from aklab.llm.profiles import local as local_profile
 
-__all__ = ["BUNDLED_MODEL", "describe", "serve_if_needed", "shared_server"]
+__all__ = ["BUNDLED_MODEL", "describe", "down_at", "serve_if_needed", "shared_server"]
 
 #: The model the ``local`` extra ships (``local:smollm2``).
 BUNDLED_MODEL = "smollm2"
@@ -69,6 +70,16 @@ def describe(base_url: str | None) -> str | None:
     why = _down.get(base_url)
     if why is not None:
         return f"model server: aklab's own, {base_url}, is down ({why}); %aklab model local:smollm2 starts a new one"
+    return None
+
+
+def down_at(url: str) -> str | None:
+    """Why aklab's own server at the address of ``url`` (any URL on it) is down for good, if it is."""
+    where = urlsplit(url)
+    for base_url, why in list(_down.items()):
+        there = urlsplit(base_url)
+        if (there.hostname, there.port) == (where.hostname, where.port):
+            return why
     return None
 
 

@@ -293,7 +293,10 @@ def test_a_refused_request_fails_at_once_when_aklab_will_not_start_its_server_ag
             "after 0 restarts); %aklab model local:smollm2 starts a new one"
         ) in lab.status()
         [reply] = lab.ask("pong", timeout=30)  # well within the wait's 120 s: it did not wait
-    assert "cannot reach the model server" in reply.content
+    assert (
+        "cannot reach the model server: aklab's own server there exited with code -9, not started again after "
+        "0 restarts; %aklab model local:smollm2 starts a new one"
+    ) in reply.content
     assert revival_waits.results and not any(revival_waits.results)
     assert len(mortal) == 1
 
