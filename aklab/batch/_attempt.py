@@ -35,7 +35,10 @@ Key = tuple[int, int]  # (scenario index, attempt number from 1)
 class Job:
     """Everything a worker needs for one attempt (picklable when the team and check are).
 
-    ``team`` already carries the scenario's model (the driver applied it).
+    ``team`` already carries the scenario's model (the driver applied it). ``served``: the
+    URLs of the model servers the driver (process ``driver_pid``) runs for the team and
+    starts again if they die; a worker in another process waits for them as the driver's
+    own requests do (``aklab.llm.revival.served_elsewhere``).
     """
 
     key: Key
@@ -47,6 +50,8 @@ class Job:
     expected: str | None
     metadata: Mapping[str, Any]
     timeout_s: float | None
+    served: tuple[str, ...] = ()
+    driver_pid: int = 0
 
 
 @dataclass(frozen=True)
@@ -158,6 +163,11 @@ def run_attempt(job: Job, control: AttemptControl | None = None) -> Outcome:
     from aklab.lab.session import AskTimeout, Lab
 
     control = control or AttemptControl()
+    if job.served and os.getpid() != job.driver_pid:
+        from aklab.llm import revival
+
+        for url in job.served:
+            revival.served_elsewhere(url)
     started = time.monotonic()
     deadline = None if job.timeout_s is None else started + job.timeout_s
     out = Outcome(job.key, "failed", worker=worker_name())

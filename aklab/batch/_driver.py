@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import queue
 import threading
 import time
@@ -188,9 +189,9 @@ def _plan(
     """Resolve each scenario's team and model once per distinct pair, here (fail fast)."""
     from aklab.lab.session import resolve_team
     from aklab.llm import ModelConfig
-    from aklab.llm.local_auto import serve_if_needed
+    from aklab.llm.local_auto import serve_if_needed, shared_server
 
-    cache: dict[tuple[int, int], tuple[TeamSpec, str]] = {}
+    cache: dict[tuple[int, int], tuple[TeamSpec, str, tuple[str, ...]]] = {}
     keep: list[object] = []  # keeps the cache's id() keys alive
     jobs, labels = [], []
     for i, s in enumerate(items):
@@ -209,11 +210,33 @@ def _plan(
             except ConfigError as exc:
                 raise ConfigError(f"scenario {s.id!r}: {exc}") from exc
             spec = _headless(spec)
-            cache[ck] = (spec, _model_label(spec))
-        spec, label = cache[ck]
-        jobs.append(Job((i, 1), s.id, s.turns, spec, guard, s.check, s.expected, s.metadata, timeout_s))
+            own = shared_server()
+            served = tuple(sorted({u for u in _base_urls(spec) if own is not None and u == own.base_url}))
+            cache[ck] = (spec, _model_label(spec), served)
+        spec, label, served = cache[ck]
+        jobs.append(
+            Job(
+                (i, 1),
+                s.id,
+                s.turns,
+                spec,
+                guard,
+                s.check,
+                s.expected,
+                s.metadata,
+                timeout_s,
+                served=served,
+                driver_pid=os.getpid(),
+            )
+        )
         labels.append((spec.name, label))
     return jobs, labels
+
+
+def _base_urls(spec: TeamSpec) -> set[str]:
+    """The model servers the team's members are pointed at."""
+    urls = {getattr(getattr(c.config, "model_cfg", None), "base_url", None) for c in spec.cards}
+    return {u for u in urls if isinstance(u, str)}
 
 
 def _headless(spec: TeamSpec) -> TeamSpec:

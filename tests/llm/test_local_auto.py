@@ -12,6 +12,7 @@ import signal
 import threading
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -19,7 +20,7 @@ import pytest
 
 from aklab.errors import ConfigError
 from aklab.lab import Lab
-from aklab.llm import ModelConfig, local_auto, local_server
+from aklab.llm import ModelConfig, local_auto, local_server, revival
 from aklab.llm.profiles import local as local_profile
 from tests.fakeserver import FakeOpenAI, echo
 from tests.standin import ANSWERS, RevivalWaits, StandIn
@@ -182,6 +183,29 @@ def test_aklab_starts_its_server_again_on_the_same_port_when_it_dies(
     with local_auto._lock:
         assert local_auto.shared_server() is None
     assert "not starting it again after 1 restarts" in nothing_serves_local[-1]
+
+
+def test_a_batch_tells_its_workers_which_servers_it_starts_again(
+    bundled: list[_FakeBundledServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Workers in other processes wait for the driver's server as the driver's requests do;
+    in the driver itself, its own entry stays."""
+    from aklab.batch._attempt import run_attempt
+    from aklab.batch._driver import _plan
+    from aklab.batch._scenario import normalize
+
+    jobs, _ = _plan(normalize(["ping"]), "dev-team", "local:smollm2", None, 60.0, ())
+    [server] = bundled
+    [job] = jobs
+    assert job.served == (server.base_url,) and job.driver_pid == os.getpid()
+
+    registered: list[str] = []
+    monkeypatch.setattr(revival, "served_elsewhere", registered.append)
+    assert run_attempt(job).status == "ok"  # here, in the driver's process
+    assert registered == []
+    assert run_attempt(replace(job, driver_pid=-1)).status == "ok"  # as in a worker process
+    assert registered == [server.base_url]
+    assert _plan(normalize(["ping"]), "dev-team", None, None, 60.0, ())[0][0].served == ()  # the demo model
 
 
 def test_a_batch_on_local_smollm2_serves_every_worker_process_from_one_server(
