@@ -15,7 +15,7 @@ from aklab.agent.events import (
     UnreadableAnswersEvent,
 )
 from aklab.agent.human_proxy import HumanInbox, HumanProxy
-from aklab.agent.messages import AgentMessage, LlmRenderable, MailboxPreviewable
+from aklab.agent.messages import AgentMessage, LlmRenderable, MailboxPreviewable, Notice
 from aklab.agent.output_models import REPLY_PROTOCOLS, Request, StructuredOutput
 from aklab.agent.utils import resolve_recipient
 
@@ -35,6 +35,7 @@ __all__ = [
     "MailboxRenderError",
     "ModelRequestEvent",
     "ModelResponseEvent",
+    "Notice",
     "OperatorActionEvent",
     "Request",
     "RoutingSkippedEvent",

@@ -49,7 +49,7 @@ from aklab.agent.events import (
     OperatorActionEvent,
     RoutingSkippedEvent,
 )
-from aklab.agent.messages import AgentMessage
+from aklab.agent.messages import AgentMessage, Notice
 from aklab.agent.output_models import Request, StructuredOutput
 from aklab.agent.usage_limits import guard_usage_limits
 from aklab.agent.utils import resolve_recipient
@@ -651,7 +651,7 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         if human is None:
             log.warning("%s: no human to tell: %s", self.config.name, text)
             return
-        self.send(human, AgentMessage(content=text, type="notification"))
+        self.send(human, Notice(content=text))
 
     def get_usage_summary(self, by_run: bool = False) -> AgentUsageSummary:
         """Everything this agent used since it started, in total and by model (running sums:

@@ -7,7 +7,7 @@ from typing import Protocol, runtime_checkable
 from aklab.agent.output_models import REPLY_PROTOCOLS, Intent
 from aklab.core import Message
 
-__all__ = ["AgentMessage", "LlmRenderable", "MailboxPreviewable"]
+__all__ = ["AgentMessage", "LlmRenderable", "MailboxPreviewable", "Notice"]
 
 
 @runtime_checkable
@@ -40,3 +40,12 @@ class AgentMessage(Message):
         line = " ".join(self.content.split())
         short = line if len(line) <= limit else line[: limit - 1] + "…"
         return f"{self.type} from {self.sender_name()}: {short}"
+
+
+class Notice(AgentMessage):
+    """aklab's own word to the human about an ask, not an agent's answer: a failure ("could
+    not answer: cannot reach the model server"), a stop, a limit hit, a message not delivered.
+    Sent by ``BaseAgent.notify_human``. A batch counts an ask answered only by notices as
+    failed (``AskResult.answers`` leaves them out)."""
+
+    type: Intent = "notification"

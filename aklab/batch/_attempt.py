@@ -192,8 +192,10 @@ def run_attempt(job: Job, control: AttemptControl | None = None) -> Outcome:
             errors = lab.errors()
             why = f": {errors[0]}" if errors else ""
             out.error = _one_line(f"the team gave no reply to turn {turn}{why}")
+        elif not replies.answers:  # only aklab's notices: "could not answer: cannot reach the model server"
+            out.error = _one_line(f"turn {turn}: {replies.notices[0].content}")
         else:
-            out.answer = replies.text
+            out.answer = "\n\n".join(m.content for m in replies.answers)
             ctx = CheckContext(job.turns, out.answer, job.expected, job.metadata, job.scenario_id)
             try:
                 out.score = score(job.check, out.answer, ctx)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from aklab.agent import AgentMessage
+from aklab.agent import AgentMessage, Notice
 from aklab.llm import LlmUsageEvent
 from aklab.llm.usage import headline
 
@@ -24,7 +24,8 @@ __all__ = ["AskResult"]
 
 
 class AskResult(list[AgentMessage]):
-    """The replies of one ask (the list), plus ``ask_id``, ``usage()``, ``run_ids`` and ``stopped``."""
+    """The replies of one ask (the list), plus ``ask_id``, ``usage()``, ``run_ids`` and ``stopped``;
+    ``answers`` and ``notices`` split the replies into the agents' and aklab's own."""
 
     def __init__(
         self,
@@ -51,6 +52,16 @@ class AskResult(list[AgentMessage]):
     def text(self) -> str:
         """The replies' contents, one after the other."""
         return "\n\n".join(m.content for m in self)
+
+    @property
+    def answers(self) -> list[AgentMessage]:
+        """The replies the agents gave, without aklab's notices (a failure, a stop, a limit)."""
+        return [m for m in self if not isinstance(m, Notice)]
+
+    @property
+    def notices(self) -> list[Notice]:
+        """aklab's notices among the replies: "@Manager could not answer: ...", a stop, a limit."""
+        return [m for m in self if isinstance(m, Notice)]
 
     def usage(self, by: str = "agent") -> pd.DataFrame:
         """Requests, tokens and cost of this ask alone (by agent, run, model or request)."""

@@ -208,3 +208,22 @@ def test_batch_sessions_do_not_stream_and_the_team_given_is_left_as_it_was() -> 
     jobs, _ = _plan(normalize(["Plan it"]), spec, None, None, 60.0, ())
     assert [c.config.runtime_cfg.stream for c in jobs[0].team.cards] == [False, False, False]
     assert [c.config.runtime_cfg.stream for c in spec.cards] == [True, True, True]
+
+
+def test_a_scenario_answered_only_by_a_failure_notice_fails_and_is_retried() -> None:
+    """The team answers every ask, if only with aklab's notice ("@Manager could not answer:
+    cannot reach the model server..."): that is a failed attempt, not an answer to score."""
+    unreachable = ModelConfig.parse("openai-compatible:nothing", base_url="http://127.0.0.1:9/v1", retries=0)
+    result = batch.run(
+        [Scenario("unreachable", "Plan it", model=unreachable, expected="Plan"), "Plan the search box"],
+        retries=1,
+        progress=False,
+        timeout_s=60,
+    )
+    table = result.scenarios.set_index("id")
+    assert table.loc["unreachable", ["status", "attempt"]].tolist() == ["failed", 2]
+    assert table.loc["unreachable", "error"].startswith(
+        "turn 1: @Manager could not answer: cannot reach the model server"
+    )
+    assert not table.loc["unreachable", "answer"] and pd.isna(table.loc["unreachable", "score"])  # nothing scored
+    assert table.loc["s2", "status"] == "ok"

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 import pytest
 
+from aklab.agent import Notice
 from aklab.errors import ConfigError
 from aklab.lab import Lab
 from aklab.llm import ModelConfig, local_auto, local_server, revival
@@ -316,11 +317,14 @@ def test_a_refused_request_fails_at_once_when_aklab_will_not_start_its_server_ag
             f"model server: aklab's own, {first.base_url}, is down (exited with code -9, not started again "
             "after 0 restarts); %aklab model local:smollm2 starts a new one"
         ) in lab.status()
-        [reply] = lab.ask("pong", timeout=30)  # well within the wait's 120 s: it did not wait
+        result = lab.ask("pong", timeout=30)  # well within the wait's 120 s: it did not wait
+    [reply] = result
+    assert result.notices == [reply] and result.answers == []
     assert (
         "cannot reach the model server: aklab's own server there exited with code -9, not started again after "
         "0 restarts; %aklab model local:smollm2 starts a new one"
     ) in reply.content
+    assert isinstance(reply, Notice)  # aklab's word, not the Manager's answer
     assert revival_waits.results and not any(revival_waits.results)
     assert len(mortal) == 1
 

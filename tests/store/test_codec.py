@@ -29,6 +29,18 @@ def test_a_payload_is_json_with_the_class_of_each_object() -> None:
     assert encode(usage(), "team").event_type == "LlmUsageEvent"
 
 
+def test_a_notice_to_the_human_is_read_back_as_a_notice() -> None:
+    from aklab.agent import Notice
+    from aklab.core import SentMessage
+    from tests.store.test_contract import HUMAN
+
+    notice = Notice(content="@Manager could not answer: cannot reach the model server", sender=MANAGER, recipient=HUMAN)
+    row = encode(SentMessage(sender=MANAGER, recipient=HUMAN, message=notice), "team")
+    back = decode(json.loads(row.payload))
+    assert isinstance(back, SentMessage) and isinstance(back.message, Notice)
+    assert (back.message.type, back.message.content) == ("notification", notice.content)
+
+
 def test_a_clean_payload_is_stored_as_the_full_scrub_would_store_it() -> None:
     for record in (sent("plain words, no secret"), usage(input_tokens=3)):
         row = encode(record, "team")
