@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from aklab.agent import AgentMessage
+from aklab.agent import AgentMessage, Notice
 from aklab.lab.session import AskTimeout, Lab
 from aklab.llm.local_server import LocalServer
 from bench.workload_local import WORKLOAD, Question
@@ -71,7 +71,8 @@ class Record:
 
 
 def _is_notice(message: AgentMessage) -> bool:
-    return message.type == "notification"
+    """aklab's own notice (a failure, a stop, a limit), not an agent's answer of any intent."""
+    return isinstance(message, Notice)
 
 
 def _sum(values: list[int | None]) -> int | None:
