@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 import threading
-import urllib.error
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
@@ -173,15 +172,8 @@ def _replace(server: local_server.LocalServer, pid: int | None, code: int, say: 
 
 
 def _answers(base_url: str) -> bool:
-    """Whether an HTTP server answers at ``base_url`` (any status: it is somebody's server).
-    Asked directly, never through a proxy from the environment: the endpoint is loopback."""
-    try:
-        with local_server.direct_open(f"{base_url.rstrip('/')}/models", timeout=PROBE_TIMEOUT):
-            return True
-    except urllib.error.HTTPError:
-        return True
-    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-        return False
+    """Whether an HTTP server answers at ``base_url`` (then it is somebody's server)."""
+    return local_server.answers(base_url, timeout=PROBE_TIMEOUT)
 
 
 def _print(line: str) -> None:

@@ -115,6 +115,18 @@ def direct_open(url: str, *, timeout: float) -> Any:
     return _DIRECT.open(url, timeout=timeout)
 
 
+def answers(base_url: str, *, timeout: float) -> bool:
+    """Whether an HTTP server answers ``GET {base_url}/models`` (any status: something serves
+    there), asked directly: a proxy from the environment cannot reach this machine's servers."""
+    try:
+        with direct_open(f"{base_url.rstrip('/')}/models", timeout=timeout):
+            return True
+    except urllib.error.HTTPError:
+        return True
+    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+        return False
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import threading
 import time
-import urllib.error
-import urllib.request
 from typing import Protocol
 from urllib.parse import urlsplit
 
@@ -45,22 +43,16 @@ class _Server(Protocol):
 
 class _Elsewhere:
     """aklab's server in another process of this machine (a batch's driver): running while
-    its address answers. Checked directly: a proxy from the environment cannot reach it."""
-
-    _opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    its address answers."""
 
     def __init__(self, base_url: str) -> None:
-        self.base_url = base_url.rstrip("/")
+        self.base_url = base_url
 
     @property
     def running(self) -> bool:
-        try:
-            with self._opener.open(f"{self.base_url}/models", timeout=PROBE_TIMEOUT):
-                return True
-        except urllib.error.HTTPError:
-            return True  # it answers, whatever it says
-        except (urllib.error.URLError, OSError):
-            return False
+        from aklab.llm.local_server import answers
+
+        return answers(self.base_url, timeout=PROBE_TIMEOUT)
 
 
 _changed = threading.Condition()
