@@ -269,17 +269,29 @@ def mortal(bundled: list[_FakeBundledServer], monkeypatch: pytest.MonkeyPatch) -
     _Mortal.gate.set()  # a restart still held at the gate (a failed test) ends
 
 
+def _answers_then_dies(lab: Lab, mortal: list[_FakeBundledServer]) -> _Mortal:
+    """The lab's first ask is answered by aklab's server, which then dies (the watcher starts
+    a new one on the same port, held at the gate)."""
+    assert [m.content for m in lab.ask("ping", timeout=30)] == ["OK: ping"]
+    [first] = mortal
+    assert isinstance(first, _Mortal)
+    first.die()
+    return first
+
+
+def _ask_in_background(lab: Lab, text: str) -> tuple[threading.Thread, list[Any]]:
+    answer: list[Any] = []
+    asker = threading.Thread(target=lambda: answer.extend(lab.ask(text, timeout=30)))
+    asker.start()
+    return asker, answer
+
+
 def test_an_ask_made_while_aklab_starts_its_server_again_waits_for_it_and_is_answered(
     mortal: list[_FakeBundledServer], revival_waits: RevivalWaits
 ) -> None:
     with Lab(model="local:smollm2", store=False) as lab:
-        assert [m.content for m in lab.ask("ping", timeout=30)] == ["OK: ping"]
-        [first] = mortal
-        assert isinstance(first, _Mortal)
-        first.die()  # the watcher starts a new one on the same port, held at the gate
-        answer: list[Any] = []
-        asker = threading.Thread(target=lambda: answer.extend(lab.ask("pong", timeout=30)))
-        asker.start()
+        first = _answers_then_dies(lab, mortal)
+        asker, answer = _ask_in_background(lab, "pong")
         assert revival_waits.begun.wait(30)  # the request was refused: it waits for the new server...
         assert asker.is_alive()  # ...and the ask has not failed
         assert f"model server: aklab's own, {first.base_url}, starting again after it exited" in lab.status()
@@ -308,10 +320,7 @@ def test_a_refused_request_fails_at_once_when_aklab_will_not_start_its_server_ag
     monkeypatch.setattr(local_auto, "_print", said)
     monkeypatch.setattr(local_auto, "MAX_RESTARTS", 0)
     with Lab(model="local:smollm2", store=False) as lab:
-        assert [m.content for m in lab.ask("ping", timeout=30)] == ["OK: ping"]
-        [first] = mortal
-        assert isinstance(first, _Mortal)
-        first.die()
+        first = _answers_then_dies(lab, mortal)
         assert gave_up.wait(30)
         assert (
             f"model server: aklab's own, {first.base_url}, is down (exited with code -9, not started again "
@@ -333,13 +342,8 @@ def test_stop_ends_an_ask_that_waits_for_the_server_to_start_again(
     mortal: list[_FakeBundledServer], revival_waits: RevivalWaits
 ) -> None:
     with Lab(model="local:smollm2", store=False) as lab:
-        assert [m.content for m in lab.ask("ping", timeout=30)] == ["OK: ping"]
-        [first] = mortal
-        assert isinstance(first, _Mortal)
-        first.die()  # its new server is held at the gate
-        answer: list[Any] = []
-        asker = threading.Thread(target=lambda: answer.extend(lab.ask("pong", timeout=30)))
-        asker.start()
+        _answers_then_dies(lab, mortal)
+        asker, _ = _ask_in_background(lab, "pong")
         assert revival_waits.begun.wait(30)
         stopped = lab.interrupt()  # %stop
         asker.join(30)
