@@ -8,6 +8,7 @@ that says what happened and what to try; the original stays as ``__cause__``.
 from __future__ import annotations
 
 import re
+from urllib.parse import urlsplit
 
 from aklab.errors import AklabError
 from aklab.secrets import redact
@@ -70,19 +71,29 @@ def _first_line(exc: BaseException, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _own_server_down(exc: BaseException) -> str | None:
-    """When the request went to aklab's own local server and aklab gave up on it: why, and what to do."""
-    from aklab.llm import local_auto
-
+def _request_url(exc: BaseException) -> str | None:
+    """The URL of the HTTP request that failed, if an error in the chain carries it."""
     for e in _chain(exc):
         try:
-            url = str(e.request.url)  # type: ignore[attr-defined]  # httpx's errors raise if they have none
+            return str(e.request.url)  # type: ignore[attr-defined]  # httpx's errors raise if they have none
         except Exception:
             continue
-        why = local_auto.down_at(url)
-        if why is not None:
-            return f"aklab's own server there {why}; %aklab model local:smollm2 starts a new one"
     return None
+
+
+def _origin(url: str) -> str:
+    """``scheme://host:port`` of ``url``: never its path, query or credentials."""
+    parts = urlsplit(url)
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{parts.hostname}{port}"
+
+
+def _own_server_down(url: str) -> str | None:
+    """When ``url`` is aklab's own local server and aklab gave up on it: why, and what to do."""
+    from aklab.llm import local_auto
+
+    why = local_auto.down_at(url)
+    return None if why is None else f"aklab's own server there {why}; %aklab model local:smollm2 starts a new one"
 
 
 def describe_failure(exc: BaseException, *, timeout: float | None = None) -> str:
@@ -101,10 +112,12 @@ def _describe(exc: BaseException, timeout: float | None) -> str:
     if is_cut_response(exc):
         return "the model server dropped the response part-way; ask again"
     if names & {"APIConnectionError", "ConnectError", "ConnectionError", "ConnectionRefusedError"}:
-        down = _own_server_down(exc)
+        url = _request_url(exc)
+        down = None if url is None else _own_server_down(url)
         if down is not None:
             return f"cannot reach the model server: {down}"
-        return f"cannot reach the model server ({_first_line(exc, 80)}); is it running? (check base_url)"
+        where = "" if url is None else f" at {_origin(url)}"
+        return f"cannot reach the model server{where} ({_first_line(exc, 80)}); is it running? (check base_url)"
     if status == 429:
         return "the provider is rate-limiting requests (HTTP 429); wait a moment and ask again"
     if status in (401, 403):

@@ -222,8 +222,8 @@ def test_a_scenario_answered_only_by_a_failure_notice_fails_and_is_retried() -> 
     )
     table = result.scenarios.set_index("id")
     assert table.loc["unreachable", ["status", "attempt"]].tolist() == ["failed", 2]
-    assert table.loc["unreachable", "error"].startswith(
-        "turn 1: @Manager could not answer: cannot reach the model server"
+    assert table.loc["unreachable", "error"].startswith(  # where it looked: the address, never the path
+        "turn 1: @Manager could not answer: cannot reach the model server at http://127.0.0.1:9 ("
     )
     assert not table.loc["unreachable", "answer"] and pd.isna(table.loc["unreachable", "score"])  # nothing scored
     assert table.loc["s2", "status"] == "ok"
