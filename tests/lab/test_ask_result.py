@@ -43,6 +43,18 @@ def test_an_ask_renders_once_as_markdown_and_as_text(lab: Lab) -> None:
     assert repr(result) == f"<AskResult {summary}>"
 
 
+def test_aklabs_notices_show_as_notices_and_are_not_answers() -> None:
+    from aklab.agent import AgentMessage, Notice
+
+    answer = AgentMessage(content="FYI: the plan is ready", type="notification")
+    notice = Notice(content="@Manager could not answer: cannot reach the model server")
+    result = AskResult([answer, notice])
+    assert result.answers == [answer] and result.notices == [notice]
+    assert "*(notification)*\n\nFYI" in result._repr_markdown_()
+    assert "*(notice)*\n\n@Manager could not answer" in result._repr_markdown_()
+    assert "(notice):\n@Manager could not answer" in result.as_text()
+
+
 def test_an_empty_result_says_so() -> None:
     empty = AskResult([])
     assert empty._repr_markdown_() == "*(no reply)*"

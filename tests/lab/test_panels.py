@@ -12,6 +12,7 @@ from aklab.agent import (
     AgentBusyEvent,
     AgentMessage,
     ContextUpdateEvent,
+    Notice,
     OperatorActionEvent,
     RoutingSkippedEvent,
 )
@@ -264,12 +265,17 @@ def test_the_transcript_shows_commands_unrouted_messages_and_errors_as_notes(boa
     board.feed(EventMessage(event=OperatorActionEvent(agent="@Dev", operator="@Human", command="clear", result="ok")))
     board.feed(EventMessage(event=RoutingSkippedEvent(agent="@Dev", recipient="@Ghost", reason="no such member")))
     board.feed(ErrorMessage(sender=addr("@Dev"), exception_type="ValueError", exception_value="bad <input>"))
+    notice = Notice(content="@Dev could not answer: cannot reach the model server", sender=addr("@Dev"))
+    board.feed(SentMessage(sender=addr("@Dev"), recipient=addr("@Human"), message=notice))
+    board.feed(sent("@Dev", "@Human", "FYI: done", intent="notification"))  # an agent's own notification
     html = board.transcript.html.value
-    assert html.count('class="aklab-note-row"') == 3
+    assert html.count('class="aklab-note-row"') == 4
     assert "(command)" in html and "/clear\nok" in html
     assert "(not delivered)" in html and "no such member" in html
     assert "ValueError: bad &lt;input&gt;" in html
-    assert repr(board.transcript) == "<TranscriptPanel: 0 messages, 3 notes>"
+    assert "(notice)</span>" in html and "could not answer" in html  # aklab's notice: a note
+    assert "(notification)</span>" in html  # an agent's message of that intent: a message
+    assert repr(board.transcript) == "<TranscriptPanel: 1 message, 4 notes>"
 
 
 def test_context_updates_mark_what_changed_since_the_same_agents_previous_block(board: Dashboard) -> None:

@@ -49,7 +49,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from aklab.agent import AgentBusyEvent, AgentMessage, OperatorActionEvent, RoutingSkippedEvent
+from aklab.agent import AgentBusyEvent, AgentMessage, Notice, OperatorActionEvent, RoutingSkippedEvent
 from aklab.core import ErrorMessage, EventMessage, Message, SentMessage
 from aklab.lab.panels._feed import ask_of
 from aklab.lab.panels._html import esc, note
@@ -443,11 +443,13 @@ def _row(record: Message) -> TranscriptRow | None:
         msg = record.message
         sender = msg.sender or record.sender
         recipient = msg.recipient or record.recipient
+        notice = isinstance(msg, Notice)  # aklab's own word (a failure, a stop, a limit): shown as a note
         return TranscriptRow(
             sender.name if sender else "?",
             recipient.name if recipient else "?",
-            msg.type,
+            "notice" if notice else msg.type,
             msg.content,
+            is_note=notice,
             record_id=record.id,
         )
     if isinstance(record, EventMessage):
