@@ -53,7 +53,6 @@ from aklab.lab._magic_args import (
     parse_usage,
     wants_help,
 )
-from aklab.lab.recorder import CONTEXT_UPDATES_LIMIT, TRANSCRIPT_LIMIT
 
 if TYPE_CHECKING:
     from aklab.lab.result import AskResult
@@ -424,6 +423,9 @@ class AklabMagics(Magics):
         if wants_help(line):
             self._help("transcript")
             return
+        from aklab.lab.recorder import TRANSCRIPT_LIMIT  # here: it imports pydantic-ai (%load_ext stays instant)
+        from aklab.lab.result import intent_label
+
         try:
             agent, last = parse_member_last(line, "%transcript")
             limit = last or TRANSCRIPT_LIMIT
@@ -438,7 +440,7 @@ class AklabMagics(Magics):
             sender = message.sender.name if message.sender else "?"
             recipient = message.recipient.name if message.recipient else "?"
             first = message.content.splitlines()[0] if message.content else ""
-            print(f"{sender} → {recipient} ({message.type}): {first}")
+            print(f"{sender} → {recipient} ({intent_label(message)}): {first}")
 
     @line_magic
     def context(self, line: str) -> None:
@@ -456,6 +458,8 @@ class AklabMagics(Magics):
         if wants_help(line):
             self._help("context")
             return
+        from aklab.lab.recorder import CONTEXT_UPDATES_LIMIT  # here: it imports pydantic-ai
+
         try:
             agent, last = parse_member_last(line, "%context")
             limit = last or CONTEXT_UPDATES_LIMIT

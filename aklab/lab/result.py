@@ -20,7 +20,7 @@ from aklab.llm.usage import headline
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["AskResult"]
+__all__ = ["AskResult", "intent_label"]
 
 
 class AskResult(list[AgentMessage]):
@@ -89,11 +89,11 @@ class AskResult(list[AgentMessage]):
 
     def as_markdown(self) -> str:
         """The replies, then (folded) the whole conversation of the ask: a saved notebook keeps it."""
-        blocks = [f"**{_sender(m)}** *({_intent(m)})*\n\n{m.content}" for m in self]
+        blocks = [f"**{_sender(m)}** *({intent_label(m)})*\n\n{m.content}" for m in self]
         text = "\n\n---\n\n".join(blocks) or "*(no reply)*"
         if len(self.conversation) > len(self):
             rows = "\n\n".join(
-                f"**{_sender(m)} → {_recipient(m)}** *({_intent(m)})*: {_one_line(m.content)}"
+                f"**{_sender(m)} → {_recipient(m)}** *({intent_label(m)})*: {_one_line(m.content)}"
                 for m in self.conversation
             )
             text += (
@@ -134,13 +134,13 @@ def _one_line(text: str, limit: int = 300) -> str:
 
 
 def _plain(message: AgentMessage) -> str:
-    return f"{_sender(message)} ({_intent(message)}):\n{message.content}"
+    return f"{_sender(message)} ({intent_label(message)}):\n{message.content}"
 
 
 def _recipient(message: AgentMessage) -> str:
     return message.recipient.name if message.recipient else "?"
 
 
-def _intent(message: AgentMessage) -> str:
+def intent_label(message: AgentMessage) -> str:
     """The intent shown: "notice" for aklab's own word (a failure, a stop, a limit)."""
     return "notice" if isinstance(message, Notice) else message.type

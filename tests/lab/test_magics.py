@@ -196,3 +196,21 @@ def test_a_team_that_cannot_start_is_one_line_and_the_running_team_stays(
     assert get_lab() is before
     _, out = run(shell, capsys, "%%ask\nShip it.\n")
     assert out.startswith("@Manager (response):")
+
+
+def test_load_ext_imports_neither_pydantic_ai_nor_pandas() -> None:
+    """``%load_ext aklab`` stays instant (bench B4): the heavy imports are left to the
+    background warm-up (switched off here) and to the first magic that needs them."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from IPython.core.interactiveshell import InteractiveShell\n"
+        "import aklab.lab\n"
+        "aklab.lab._warm_up = lambda: None\n"
+        "InteractiveShell.instance().run_line_magic('load_ext', 'aklab')\n"
+        "print(sorted(m for m in ('pydantic_ai', 'pandas', 'pykka', 'ipywidgets') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]", out.stderr
