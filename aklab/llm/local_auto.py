@@ -24,7 +24,6 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from urllib.parse import urlsplit
 
 from aklab.errors import AklabError, ConfigError
 from aklab.llm import local_server, revival
@@ -43,7 +42,7 @@ MAX_RESTARTS = 3
 _lock = threading.Lock()
 _shared: local_server.LocalServer | None = None
 _restarts = 0
-#: Addresses of aklab's servers that died and were not started again: why.
+#: Why aklab's servers that died were not started again, by address (``revival.address``).
 _down: dict[str, str] = {}
 #: The address where a server that died is being started again, meanwhile.
 _starting_again: str | None = None
@@ -66,7 +65,7 @@ def describe(base_url: str | None) -> str | None:
     if server is not None and server.base_url == base_url:
         again = f"; started again {_restarts} time{'s' if _restarts != 1 else ''}" if _restarts else ""
         return f"model server: aklab's own, {base_url} (pid {server.pid}{again}; stops when Python exits)"
-    why = _down.get(base_url)
+    why = _down.get(revival.address(base_url))
     if why is not None:
         return f"model server: aklab's own, {base_url}, is down ({why}); %aklab model local:smollm2 starts a new one"
     return None
@@ -74,12 +73,7 @@ def describe(base_url: str | None) -> str | None:
 
 def down_at(url: str) -> str | None:
     """Why aklab's own server at the address of ``url`` (any URL on it) is down for good, if it is."""
-    where = urlsplit(url)
-    for base_url, why in list(_down.items()):
-        there = urlsplit(base_url)
-        if (there.hostname, there.port) == (where.hostname, where.port):
-            return why
-    return None
+    return _down.get(revival.address(url))
 
 
 def serve_if_needed(cfg: ModelConfig, *, progress: Callable[[str], None] | None = None) -> ModelConfig:
@@ -121,7 +115,7 @@ def serve_if_needed(cfg: ModelConfig, *, progress: Callable[[str], None] | None 
 def _start(port: int | None, say: Callable[[str], None]) -> local_server.LocalServer:
     """Start a server (on ``port``, or a free one) and a thread that revives it if it dies."""
     server = local_server.LocalServer(port=port, progress=say).start()
-    _down.pop(server.base_url, None)
+    _down.pop(revival.address(server.base_url), None)
     revival.serving(server.base_url, server)
     threading.Thread(target=_revive, args=(server, say), name="aklab-local-server-watch", daemon=True).start()
     return server
@@ -154,7 +148,7 @@ def _replace(server: local_server.LocalServer, pid: int | None, code: int, say: 
     _shared = None
     if _restarts >= MAX_RESTARTS:
         revival.given_up(url)
-        _down[url] = f"exited with code {code}, not started again after {MAX_RESTARTS} restarts"
+        _down[revival.address(url)] = f"exited with code {code}, not started again after {MAX_RESTARTS} restarts"
         say(
             f"local model: the server (pid {pid}) exited with code {code}; not starting it again after "
             f"{MAX_RESTARTS} restarts (%aklab model local:smollm2 starts a new one)"
@@ -167,7 +161,7 @@ def _replace(server: local_server.LocalServer, pid: int | None, code: int, say: 
         _shared = _start(server.port, say)
     except AklabError as exc:
         revival.given_up(url)
-        _down[url] = f"exited with code {code}, and did not start again: {str(exc).splitlines()[0]}"
+        _down[revival.address(url)] = f"exited with code {code}, and did not start again: {str(exc).splitlines()[0]}"
         say(f"local model: it did not start again: {exc}")
 
 

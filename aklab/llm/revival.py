@@ -25,7 +25,16 @@ import time
 from typing import Protocol
 from urllib.parse import urlsplit
 
-__all__ = ["ELSEWHERE_WAIT", "POLL_S", "given_up", "restarting", "served_elsewhere", "serving", "wait_until_serving"]
+__all__ = [
+    "ELSEWHERE_WAIT",
+    "POLL_S",
+    "address",
+    "given_up",
+    "restarting",
+    "served_elsewhere",
+    "serving",
+    "wait_until_serving",
+]
 
 #: Seconds between two checks of a server in another process.
 POLL_S = 0.1
@@ -67,7 +76,7 @@ def _notify() -> None:
     _changed.notify_all()
 
 
-def _address(url: str) -> str:
+def address(url: str) -> str:
     """``host:port`` of an ``http`` URL (the key requests and servers are matched by)."""
     parts = urlsplit(url)
     return f"{parts.hostname}:{parts.port or 80}"
@@ -76,21 +85,21 @@ def _address(url: str) -> str:
 def serving(base_url: str, server: _Server) -> None:
     """``server`` answers at ``base_url`` (started, or started again)."""
     with _changed:
-        _servers[_address(base_url)] = server
+        _servers[address(base_url)] = server
         _notify()
 
 
 def restarting(base_url: str) -> None:
     """The server at ``base_url`` died, and a new one is being started at the same address."""
     with _changed:
-        _servers[_address(base_url)] = None
+        _servers[address(base_url)] = None
         _notify()
 
 
 def given_up(base_url: str) -> None:
     """No server of aklab's will answer at ``base_url`` again (stopped, or not started again)."""
     with _changed:
-        _servers.pop(_address(base_url), None)
+        _servers.pop(address(base_url), None)
         _notify()
 
 
@@ -98,8 +107,9 @@ def served_elsewhere(base_url: str) -> None:
     """``base_url`` is aklab's server in another process of this machine, which restarts it
     there (a batch's driver). Does nothing where this process knows the address already."""
     with _changed:
-        if _address(base_url) not in _servers:
-            _servers[_address(base_url)] = _Elsewhere(base_url)
+        key = address(base_url)
+        if key not in _servers:
+            _servers[key] = _Elsewhere(base_url)
             _notify()
 
 
@@ -114,7 +124,7 @@ def wait_until_serving(url: str, timeout: float) -> bool:
     Returns False at once when the address is not aklab's, or when aklab gave up on it.
     Returns False after ``timeout`` if no server came back by then (``ELSEWHERE_WAIT`` for a
     server in another process)."""
-    key = _address(url)
+    key = address(url)
     start = time.monotonic()
     deadline = start + timeout
     while True:

@@ -54,6 +54,7 @@ from aklab.core import ErrorMessage, EventMessage, Message, SentMessage
 from aklab.lab.panels._feed import ask_of
 from aklab.lab.panels._html import esc, note
 from aklab.lab.panels._hub import Panel, PanelHub, PanelModel
+from aklab.lab.result import intent_label
 from aklab.llm.streaming import OutputStreamEvent
 
 if TYPE_CHECKING:
@@ -443,13 +444,12 @@ def _row(record: Message) -> TranscriptRow | None:
         msg = record.message
         sender = msg.sender or record.sender
         recipient = msg.recipient or record.recipient
-        notice = isinstance(msg, Notice)  # aklab's own word (a failure, a stop, a limit): shown as a note
         return TranscriptRow(
             sender.name if sender else "?",
             recipient.name if recipient else "?",
-            "notice" if notice else msg.type,
+            intent_label(msg),
             msg.content,
-            is_note=notice,
+            is_note=isinstance(msg, Notice),  # aklab's own word (a failure, a stop, a limit): shown as a note
             record_id=record.id,
         )
     if isinstance(record, EventMessage):
