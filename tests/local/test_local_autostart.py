@@ -57,8 +57,11 @@ def test_an_ask_right_after_the_server_is_killed_waits_for_it_to_start_again(
         assert first is not None and first.pid is not None
         os.kill(first.pid, signal.SIGKILL)
         replies = lab.ask("What is the capital of France?", timeout=ASK_TIMEOUT_S)
-        assert replies and "cannot reach" not in replies[-1].content and replies[-1].content.strip()
-        second = local_auto.shared_server()
+        assert replies.answers and not replies.notices, [(type(m).__name__, m.content) for m in replies]
+        # The new server may answer before its start is over (its readiness is polled): the
+        # watcher holds the lock until the server is shared.
+        with local_auto._lock:
+            second = local_auto.shared_server()
         assert second is not None and second is not first and second.base_url == first.base_url
     assert all(revival_waits.results)  # any refused request waited for the new server, and was sent again
     assert any("starting it again" in line for line in nothing_serves_local)
