@@ -106,6 +106,7 @@ def serve_if_needed(cfg: ModelConfig, *, progress: Callable[[str], None] | None 
                 f"local:smollm2: nothing answers at {default}; starting aklab's own server (it stops when Python exits)"
             )
             server = _shared = _start(None, say)
+            revival.serving(server.base_url, server)  # under _lock: before its watcher can report it dead
     update: dict[str, object] = {"base_url": server.base_url}
     if cfg.context_length is None:
         update["context_length"] = server.n_ctx
@@ -113,10 +114,10 @@ def serve_if_needed(cfg: ModelConfig, *, progress: Callable[[str], None] | None 
 
 
 def _start(port: int | None, say: Callable[[str], None]) -> local_server.LocalServer:
-    """Start a server (on ``port``, or a free one) and a thread that revives it if it dies."""
+    """Start a server (on ``port``, or a free one) and a thread that revives it if it dies
+    (under ``_lock``; the caller shares it, then reports it to ``revival``)."""
     server = local_server.LocalServer(port=port, progress=say).start()
     _down.pop(revival.address(server.base_url), None)
-    revival.serving(server.base_url, server)
     threading.Thread(target=_revive, args=(server, say), name="aklab-local-server-watch", daemon=True).start()
     return server
 
@@ -159,6 +160,7 @@ def _replace(server: local_server.LocalServer, pid: int | None, code: int, say: 
     say(f"local model: the server (pid {pid}) exited with code {code}; starting it again at {url}")
     try:
         _shared = _start(server.port, say)
+        revival.serving(url, _shared)  # the requests waiting for it go on once it is shared
     except AklabError as exc:
         revival.given_up(url)
         _down[revival.address(url)] = f"exited with code {code}, and did not start again: {str(exc).splitlines()[0]}"
