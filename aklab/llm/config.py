@@ -77,10 +77,12 @@ class ModelConfig(_OneLineErrors):
     """Name of the environment variable holding the key (never the key itself); None
     means the provider's usual one (``OPENAI_API_KEY``, ...). Local servers need none."""
     temperature: float | None = Field(default=None, ge=0, allow_inf_nan=False)
-    """Sampling temperature sent to the model; None leaves the server's default."""
+    """Sampling temperature sent to the model; None means the family's default (0.2 for
+    ``local``), else the server's own."""
     max_tokens: int | None = Field(default=None, gt=0)
     """Cap on the tokens of one response, sent in the server's dialect (``max_tokens``
-    or ``max_completion_tokens``); None leaves the server's default."""
+    or ``max_completion_tokens``); None means the family's default (768 for ``local``),
+    else the server's own."""
     timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     """HTTP timeout of one request in seconds; None uses ``RuntimeConfig.http_timeout``."""
     retries: int | None = Field(default=None, ge=0)

@@ -107,7 +107,13 @@ def test_a_local_profile_speaks_the_llama_cpp_dialect(resolved: Callable[..., Re
 
 def test_runtime_timeout_and_one_retry_are_the_defaults(resolved: Callable[..., ResolvedModel]) -> None:
     r = resolved("local:smollm2", RuntimeConfig(http_timeout=33, parallel_tool_calls=False))
-    assert r.settings == {"timeout": 33, "max_retries": 1, "parallel_tool_calls": False, "max_tokens": 768}
+    assert r.settings == {
+        "timeout": 33,
+        "max_retries": 1,
+        "parallel_tool_calls": False,
+        "max_tokens": 768,
+        "temperature": 0.2,
+    }
     assert isinstance(r.model, OpenAIChatModel)
     assert (r.model.client.timeout, r.model.client.max_retries) == (33, 1)
 
@@ -419,3 +425,15 @@ def test_a_local_model_gets_a_response_cap_unless_one_is_set(resolved: Callable[
     assert resolved("local:smollm2").settings.get("max_tokens") == 768
     assert resolved("local:smollm2", max_tokens=64).settings.get("max_tokens") == 64
     assert "max_tokens" not in resolved("openai-compatible:qwen3", base_url="http://gpu-box:8000/v1").settings
+
+
+def test_a_local_model_samples_at_a_low_temperature_unless_one_is_set(
+    capture: Capture, resolved: Callable[..., ResolvedModel]
+) -> None:
+    """llama.cpp's server would sample at 0.8; a small model rambles there (see LocalFamily)."""
+    assert ask(resolved("local:smollm2", base_url=capture.url)) == Answer(answer="Paris")
+    assert ask(resolved("local:smollm2", base_url=capture.url, temperature=0.9)) == Answer(answer="Paris")
+    assert ask(resolved("local:smollm2", base_url=capture.url, temperature=0)) == Answer(answer="Paris")
+    assert [body["temperature"] for body in capture.bodies] == [0.2, 0.9, 0]
+    other = resolved("openai-compatible:qwen3", base_url="http://gpu-box:8000/v1")
+    assert "temperature" not in other.settings  # a server named as such keeps its own default

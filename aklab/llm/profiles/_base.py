@@ -308,6 +308,8 @@ class Family(ABC):
     """The output mode ``auto`` means for this family."""
     default_max_tokens: ClassVar[int | None] = None
     """The response cap when ``ModelConfig.max_tokens`` is None (None: the server's own)."""
+    default_temperature: ClassVar[float | None] = None
+    """The sampling temperature when ``ModelConfig.temperature`` is None (None: the server's own)."""
     default_context_length: ClassVar[int] = 8_192
     """The context window when ``ModelConfig.context_length`` is None: compaction is sized
     from it, so an agent's history stays bounded by default. A family whose models differ

@@ -70,6 +70,8 @@ def build_compatible(
     settings = ctx.settings()
     if ctx.cfg.max_tokens is None and family.default_max_tokens is not None:
         settings["max_tokens"] = family.default_max_tokens
+    if ctx.cfg.temperature is None and family.default_temperature is not None:
+        settings["temperature"] = family.default_temperature
     model = OpenAIChatModel(ctx.name, provider=provider, profile=compatible_profile(ctx, mode), settings=settings)
     profile = family.profile(
         ctx,
