@@ -27,6 +27,19 @@ def get_lab() -> Lab:
         return _lab
 
 
+def current_spec() -> Any:
+    """The team the notebook's lab runs (its ``TeamSpec``), else the team it would start
+    with (``%config Aklab.default_team``), without starting one: ``%aklab model`` restarts
+    that team on another model, and a lab started only to be replaced at once would leave
+    an empty team in the event store."""
+    with _lock:
+        if _lab is not None:
+            return _lab.spec
+    from aklab.lab._settings import settings
+
+    return settings().default_team
+
+
 def set_lab(lab: Lab | None) -> None:
     """Replace the notebook's lab (closing the old one)."""
     global _lab

@@ -188,7 +188,7 @@ AKLAB_USAGE = (
 
 def parse_aklab(line: str) -> tuple[str, str | None]:
     """``("status", None)``, ``("team", NAME)``, ``("model", SPEC_AND_OPTIONS)``,
-    ``("dashboard", None)``, ``("list", None)``, ``("teams", None)``, ``("resume", TEAM or None)``,
+    ``("dashboard", None)``, ``("list", None)``, ``("teams", None or "--all")``, ``("resume", TEAM or None)``,
     ``("forget", TEAM)``, ``("recover", None)``, ``("help", None)`` (every magic) or
     ``("usage", None)`` (``-h``: this magic's own help).
 
@@ -207,6 +207,8 @@ def parse_aklab(line: str) -> tuple[str, str | None]:
         return "model", shlex.join(words[1:])
     if words in (["dashboard"], ["list"], ["teams"], ["resume"], ["recover"]):
         return words[0], None
+    if words == ["teams", "--all"]:
+        return "teams", "--all"
     if words == ["forget"]:
         raise UsageError("%aklab forget TEAM: name the team to delete, by id or name (%aklab teams lists them)")
     if words[0] in ("resume", "forget") and len(words) == 2:

@@ -187,8 +187,13 @@ def _local_line() -> str:
     )
 
 
-def stored_teams(limit: int = 20) -> str:
+def stored_teams(limit: int = 20, *, everything: bool = False) -> str:
     """The teams in the event store (``$AKLAB_STORE`` or ``./.aklab/events.sqlite3``), latest first.
+
+    Teams never asked anything (a lab closed before its first question: a model switched
+    at once, a kernel restarted early) are counted, not listed, unless ``everything``: they
+    have nothing to resume, and a daily user would otherwise see them crowd out the rest.
+    One a lab runs now is listed all the same.
 
     The listing reads the teams table only, so it skips SQLite's check of the whole file
     (about 1 s per 60 MB not yet cached): damage is reported by the lab or resume that
@@ -206,15 +211,20 @@ def stored_teams(limit: int = 20) -> str:
     with store:
         teams = store.teams()
         where = store.location
-        running = {t.team_id for t in teams[:limit] if store.in_use(t.team_id)}
+        shown = [t for t in teams if everything or t.asked or store.in_use(t.team_id)]
+        running = {t.team_id for t in shown[:limit] if store.in_use(t.team_id)}
     if not teams:
         return f"No team stored yet in {where}."
-    lines = [f"{len(teams)} team(s) in {where}, latest activity first:"]
-    for t in teams[:limit]:
+    unasked = len(teams) - len(shown)
+    lines = [f"{len(shown)} team(s) in {where}, latest activity first:"]
+    for t in shown[:limit]:
         mark = "  (running in a lab now)" if t.team_id in running else ""
-        lines.append(f"  {t.team_id[:8]}  {t.name:<16} last active {t.last_activity:%Y-%m-%d %H:%M} UTC{mark}")
-    if len(teams) > limit:
-        lines.append(f"  ... and {len(teams) - limit} more")
+        never = "" if t.asked or mark else "  (never asked anything)"
+        lines.append(f"  {t.team_id[:8]}  {t.name:<16} last active {t.last_activity:%Y-%m-%d %H:%M} UTC{mark}{never}")
+    if len(shown) > limit:
+        lines.append(f"  ... and {len(shown) - limit} more")
+    if unasked:
+        lines.append(f"  (not listed: {unasked} team(s) never asked anything; %aklab teams --all lists them)")
     lines.append("%aklab resume [NAME or ID] brings one back (with no name: the latest not running elsewhere);")
     lines.append("%aklab forget ID deletes one for good.")
     return "\n".join(lines)

@@ -153,7 +153,8 @@ class AklabMagics(Magics):
                 [--max-tokens N] [--timeout S] [--retries N] [--output-mode MODE] [--context-length N]
                                          restart the team on another model (a bad spec is one line)
           %aklab list                    built-in teams, model providers, which keys are set
-          %aklab teams                   the teams in the event store, latest activity first
+          %aklab teams [--all]           the teams in the event store, latest activity first
+                                         (--all: with those never asked anything)
           %aklab resume [TEAM]           bring a stored team back (the latest not running elsewhere, or by name or id)
           %aklab forget TEAM             delete a stored team for good (by id, id prefix or name; not while it runs)
           %aklab recover                 repair a damaged event store: keep every record before the damage
@@ -190,7 +191,7 @@ class AklabMagics(Magics):
             if action == "teams":
                 from aklab.lab._magic_show import stored_teams
 
-                print(stored_teams())
+                print(stored_teams(everything=value == "--all"))
                 return None
             if action == "recover":
                 from aklab.lab._magic_show import recover_store
@@ -212,7 +213,9 @@ class AklabMagics(Magics):
             elif action == "model":
                 model_cfg = parse_model(value or "")
                 resolve(model_cfg).close()  # a bad spec fails here, before the team restarts
-                set_lab(Lab(self._lab().spec, model=model_cfg))
+                from aklab.lab import current_spec
+
+                set_lab(Lab(current_spec(), model=model_cfg))
             elif action == "dashboard":
                 return self._lab().dashboard()
             print(self._lab().status())

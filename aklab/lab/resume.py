@@ -173,13 +173,16 @@ class StoredTeam:
 
 
 def pick_team(store: EventStore, team: str | None, *, skip_running: bool = False) -> TeamInfo:
-    """The stored team with this id or name (the most recently active if None). With
+    """The stored team with this id or name (the most recently active if None; a team that was
+    asked something before one that never was, by name too). With
     ``skip_running``, None skips the teams that labs in other processes run (another
     notebook's kernel) and refuses one a lab in this process runs (``TeamInUseError``):
     re-running a resume cell must not walk back to older teams."""
     from aklab.store import StoreError, TeamInUseError, matching_teams
 
-    teams = store.teams()
+    # Teams someone asked something first, each group latest first: a team closed before its
+    # first question (a model switched at once) has nothing to resume, and must not shadow one that has.
+    teams = sorted(store.teams(), key=lambda t: not t.asked)
     if not teams:
         from aklab.store import per_folder_hint
 

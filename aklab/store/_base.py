@@ -108,6 +108,10 @@ class TeamInfo:
     created_at: datetime
     last_activity: datetime
     metadata: dict[str, Any]
+    asked: bool = True
+    """Whether anyone ever asked the team anything (it has a record with an ask id). A lab
+    that was started and closed without a question (a model switched at once, a warm-up)
+    leaves a team that has nothing to resume."""
 
 
 class EventStore(ABC):

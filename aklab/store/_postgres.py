@@ -285,14 +285,18 @@ class PostgresStore(QueuedWrites, EventStore):
     def teams(self) -> list[TeamInfo]:
         import psycopg
 
-        query = "SELECT team_id, name, created_at, last_activity, metadata FROM teams ORDER BY last_activity DESC"
+        query = (
+            "SELECT team_id, name, created_at, last_activity, metadata, "
+            "EXISTS (SELECT 1 FROM events e WHERE e.team_id = t.team_id AND e.ask_id IS NOT NULL) "
+            "FROM teams t ORDER BY last_activity DESC"
+        )
         with self._lock:
             self._flush_for_reading()
             try:
                 rows = self._db().execute(query).fetchall()
             except psycopg.Error as exc:
                 raise self._wrap(exc, "read the teams") from exc
-        return [TeamInfo(r[0], r[1], r[2].astimezone(UTC), r[3].astimezone(UTC), r[4]) for r in rows]
+        return [TeamInfo(r[0], r[1], r[2].astimezone(UTC), r[3].astimezone(UTC), r[4], r[5]) for r in rows]
 
     def forget(self, team_id: str) -> int:
         """See ``EventStore.forget``: one transaction, in which the append-only trigger lets

@@ -500,7 +500,9 @@ class SqliteStore(QueuedWrites, EventStore):
     def teams(self) -> list[TeamInfo]:
         sql = (
             "SELECT team_id, name, created_at, max(last_activity, coalesce((SELECT created_at FROM events e "
-            "WHERE e.team_id = t.team_id ORDER BY seq DESC LIMIT 1), '')) AS last, metadata "
+            "WHERE e.team_id = t.team_id ORDER BY seq DESC LIMIT 1), '')) AS last, metadata, "
+            # a team's first question comes among its first records: the index scan stops there
+            "EXISTS (SELECT 1 FROM events e WHERE e.team_id = t.team_id AND e.ask_id IS NOT NULL) "
             "FROM teams t ORDER BY last DESC"
         )
         with self._lock:
@@ -510,7 +512,9 @@ class SqliteStore(QueuedWrites, EventStore):
             except sqlite3.Error as exc:
                 raise self._wrap(exc, "read the teams") from exc
         return [
-            TeamInfo(r[0], r[1], datetime.fromisoformat(r[2]), datetime.fromisoformat(r[3]), json.loads(r[4]))
+            TeamInfo(
+                r[0], r[1], datetime.fromisoformat(r[2]), datetime.fromisoformat(r[3]), json.loads(r[4]), bool(r[5])
+            )
             for r in rows
         ]
 

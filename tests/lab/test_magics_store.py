@@ -49,6 +49,31 @@ def test_status_teams_and_resume(shell: InteractiveShell, capsys: pytest.Capture
     assert "@Manager (response)" in out_of(shell, capsys, "%ask What is 3+3?")
 
 
+def test_a_team_never_asked_anything_neither_crowds_the_listing_nor_is_resumed_for_the_one_that_was(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out_of(shell, capsys, "%ask What is 2+2?")
+    asked = get_lab()
+    assert asked is not None
+    set_lab(None)  # a kernel restart; then a session that only switched the model before it ended
+    out_of(shell, capsys, "%aklab model demo:aklab-demo")
+    unasked = get_lab()
+    assert unasked is not None
+    listing = out_of(shell, capsys, "%aklab teams")
+    assert "2 team(s)" in listing and asked.team_id[:8] in listing
+    assert f"{unasked.team_id[:8]}  dev-team" in listing and "(running in a lab now)" in listing  # this kernel's
+    set_lab(None)  # another restart
+    listing = out_of(shell, capsys, "%aklab teams")
+    assert listing.startswith("1 team(s)") and asked.team_id[:8] in listing and unasked.team_id[:8] not in listing
+    assert "not listed: 1 team(s) never asked anything; %aklab teams --all lists them" in listing
+    everything = out_of(shell, capsys, "%aklab teams --all")
+    assert f"{unasked.team_id[:8]}  dev-team" in everything and "(never asked anything)" in everything
+    assert "not listed" not in everything
+    report = out_of(shell, capsys, "%aklab resume")  # the latest team with a conversation, not the empty one
+    assert report.startswith(f"resumed team 'dev-team' ({asked.team_id[:8]})")
+    assert "1 earlier repl(ies) to @Human" in report
+
+
 def test_resume_of_an_unknown_team_is_one_line(shell: InteractiveShell, capsys: pytest.CaptureFixture[str]) -> None:
     out_of(shell, capsys, "%ask What is 2+2?")
     assert "no stored team 'nosuch'" in error_of(shell, "%aklab resume nosuch")

@@ -177,6 +177,17 @@ def test_teams_have_name_metadata_and_last_activity(store: EventStore) -> None:
     assert store.teams()[0].name == "renamed"
 
 
+def test_a_team_never_asked_anything_says_so(store: EventStore) -> None:
+    team = new_team_id()
+    store.append(StartMessage(sender=HUMAN, config={}), team)
+    store.append(sent("said unasked"), team)  # no ask id: not a question to the team
+    [info] = [t for t in store.teams() if t.team_id == team]
+    assert not info.asked
+    store.append(sent("a question", "ask1"), team)
+    [info] = [t for t in store.teams() if t.team_id == team]
+    assert info.asked
+
+
 def test_an_append_is_visible_to_another_connection_when_it_returns(make_store: Callable[[], EventStore]) -> None:
     writer, reader = make_store(), make_store()
     team = new_team_id()
