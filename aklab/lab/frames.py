@@ -112,7 +112,7 @@ def usage_frame(events: Sequence[LlmUsageEvent], by: str = "agent") -> pd.DataFr
     frame = frame[USAGE_COLUMNS]
     keys = _KEYS[by]
     grouped = frame.groupby(keys, sort=False, dropna=False)
-    out = grouped[_SUMS].sum()
+    out = grouped[_SUMS].sum(min_count=1)  # a group whose token counts are all unknown stays <NA>, not 0
     unpriced = frame["cost_usd"].isna().groupby([frame[k] for k in keys], sort=False).any()
     out["cost_usd"] = grouped["cost_usd"].sum().mask(unpriced)
     if by == "run":
@@ -124,7 +124,7 @@ def usage_frame(events: Sequence[LlmUsageEvent], by: str = "agent") -> pd.DataFr
 
 def _by_ask(frame: pd.DataFrame) -> pd.DataFrame:
     grouped = frame.groupby("ask_id", sort=False, dropna=False)
-    out = grouped[_SUMS].sum()
+    out = grouped[_SUMS].sum(min_count=1)  # a group whose token counts are all unknown stays <NA>, not 0
     out["cost_usd"] = (
         grouped["cost_usd"]
         .sum()

@@ -281,7 +281,7 @@ def _runs_frame(usage: pd.DataFrame) -> pd.DataFrame:
     if usage.empty:
         return pd.DataFrame(columns=RUN_COLUMNS)
     grouped = usage.groupby(keys, sort=False, dropna=False)
-    out = grouped[["requests", *_TOKENS]].sum()
+    out = grouped[["requests", *_TOKENS]].sum(min_count=1)  # all unknown: <NA>, not 0
     out["cost_usd"] = _sum_cost(usage, keys)
     out["started_at"] = grouped["started_at"].min()
     out["duration_s"] = grouped["duration_s"].sum()
@@ -318,7 +318,7 @@ def _asks_frame(
         sums = pd.DataFrame(index=pd.Index([], name="ask_id"))
     else:
         grouped = asked.groupby("ask_id", sort=False)
-        sums = grouped[["requests", *_TOKENS]].sum()
+        sums = grouped[["requests", *_TOKENS]].sum(min_count=1)
         sums["cost_usd"] = _sum_cost(asked, ["ask_id"])
         sums["agents"] = grouped["agent"].nunique()
         sums["runs"] = grouped["run_id"].nunique()

@@ -109,6 +109,18 @@ def test_usage_frames_keep_a_fixed_column_order_and_unknown_cost_stays_unknown()
     assert isinstance(by_run, pd.DataFrame)
 
 
+def test_a_group_whose_token_counts_are_all_unknown_shows_them_unknown_not_zero() -> None:
+    """A request cut off before any answer (a stop, a dead server) has no counts; a run that
+    made only such requests must not read as a run that used 0 tokens."""
+    cut = LlmUsageEvent(agent="@A", role="A", run_id="r1", model="m", input_tokens=None, output_tokens=None, ok=False)
+    events = [cut, _event("@A", "r2", 0.1), _event("@B", "r3", 0.1)]
+    by_run = usage_frame(events, by="run").set_index("run_id")
+    assert by_run[["input_tokens", "output_tokens", "total_tokens"]].loc["r1"].isna().all()
+    assert (by_run.loc["r1", "requests"], by_run.loc["r2", "total_tokens"]) == (1, 11)
+    by_agent = usage_frame(events, by="agent").set_index("agent")
+    assert by_agent.loc["@A", "input_tokens"] == 10  # the known counts of the group, summed
+
+
 def test_an_estimate_prices_the_same_tokens_on_a_real_model() -> None:
     from aklab.lab.frames import estimate_cost
 

@@ -137,6 +137,20 @@ def test_an_asks_cost_is_the_sum_of_its_requests_and_unknown_if_any_is_unpriced(
     assert runs.loc["r2", "cost_usd"] == pytest.approx(0.02)
 
 
+def test_an_ask_whose_requests_were_all_cut_off_has_unknown_tokens_not_zero(tmp_path: Path) -> None:
+    team = new_team_id()
+    with SqliteStore(tmp_path / "events.sqlite3") as store:
+        question = sent("stopped at once", "cut")
+        question.message.id = "cut"
+        store.append(question, team)
+        store.append(usage("cut", cost_usd=None, input_tokens=None, output_tokens=None, ok=False), team)
+        h = history(store)
+    ask = h.asks.set_index("ask_id").loc["cut"]
+    run = h.runs.iloc[0]
+    for row in (ask, run):
+        assert pd.isna(row["input_tokens"]) and pd.isna(row["total_tokens"]) and row["requests"] == 1
+
+
 def test_importing_the_store_does_not_import_pandas() -> None:
     code = "import sys, aklab.store; assert 'pandas' not in sys.modules, 'pandas imported'"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
