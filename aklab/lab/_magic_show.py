@@ -164,7 +164,15 @@ def listing() -> str:
         else:
             is_set, variable = "-", "(none needed)"
         lines.append(f"  {name:<18} {fam.default_context_length:>9,}  {variable:<34} {is_set}")
-    lines += ["", "Keys are read from the environment only; their values are never shown.", "", _local_line()]
+    local = family("local")
+    lines += [
+        "",
+        "Keys are read from the environment only; their values are never shown.",
+        f"local:* replies are capped at {local.default_max_tokens} tokens and sampled at temperature "
+        f"{local.default_temperature} unless --max-tokens / --temperature say otherwise.",
+        "",
+        _local_line(),
+    ]
     return "\n".join(lines)
 
 

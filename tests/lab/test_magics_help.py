@@ -81,7 +81,9 @@ def test_list_says_how_local_smollm2_can_run_with_the_local_extra_and_without(
     from aklab.llm import local_server
 
     monkeypatch.setattr(local_server, "require_local_runtime", lambda: None)
-    assert "extra is installed; a team starts the bundled server" in out_of(shell, capsys, "%aklab list")
+    listed = out_of(shell, capsys, "%aklab list")
+    assert "extra is installed; a team starts the bundled server" in listed
+    assert "local:* replies are capped at 768 tokens and sampled at temperature 0.2 unless" in listed
 
     def missing() -> None:
         raise ConfigError("llama-cpp-python is not installed")
