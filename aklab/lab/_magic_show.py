@@ -30,6 +30,7 @@ PROVIDER_KEYS: dict[str, tuple[str, ...]] = {
     "openai": ("OPENAI_API_KEY",),
     "openai-compatible": (),
     "local": (),
+    "ollama": (),
     "anthropic": ("ANTHROPIC_API_KEY",),
     "google": ("GOOGLE_API_KEY", "GEMINI_API_KEY"),
     "mistral": ("MISTRAL_API_KEY",),

@@ -67,7 +67,7 @@ class ModelConfig(_OneLineErrors):
 
     provider: str = DEMO_PROVIDER
     """The model family: ``demo`` (offline, default), ``openai``, ``openai-compatible``,
-    ``local``, ``anthropic``, ``google``, ``mistral`` or ``openrouter``."""
+    ``local``, ``ollama``, ``anthropic``, ``google``, ``mistral`` or ``openrouter``."""
     model: Any = DEMO_MODEL_NAME
     """A model name for the provider, or a ready pydantic-ai ``Model`` object."""
     base_url: str | None = None
@@ -92,7 +92,7 @@ class ModelConfig(_OneLineErrors):
     ``native`` (a JSON-schema response format), ``prompted`` (JSON described in the
     prompt; prose falls back to a reply), ``grammar`` (prompted, and decoded under the
     JSON schema where the server can: llama.cpp), ``text`` (plain text only), or
-    ``auto``: the family's default (``prompted`` for local and OpenAI-compatible servers,
+    ``auto``: the family's default (``prompted`` for local, Ollama and OpenAI-compatible servers,
     ``tool`` elsewhere)."""
     context_length: int | None = Field(default=None, gt=0)
     """Context window in tokens, which automatic compaction is sized from; None means the

@@ -71,6 +71,20 @@ def _first_line(exc: BaseException, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _server_message(exc: BaseException, limit: int = 120) -> str | None:
+    """The message of the error body the server sent (``{"error": {"message": ...}}`` and
+    its variants), if an error in the chain carries one."""
+    for e in _chain(exc):
+        body = getattr(e, "body", None)
+        if isinstance(body, dict):
+            inner = body.get("error", body)
+            body = inner.get("message") if isinstance(inner, dict) else inner
+        if isinstance(body, str) and body.strip():
+            text = " ".join(body.split())
+            return text if len(text) <= limit else text[: limit - 1] + "…"
+    return None
+
+
 def _request_url(exc: BaseException) -> str | None:
     """The URL of the HTTP request that failed, if an error in the chain carries it."""
     for e in _chain(exc):
@@ -125,7 +139,9 @@ def _describe(exc: BaseException, timeout: float | None) -> str:
     if status is not None and status >= 500:
         return f"the model server failed (HTTP {status}); ask again"
     if status == 404:
-        return "the model or endpoint was not found (HTTP 404); check the model name and base_url"
+        said = _server_message(exc)  # Ollama's says which model, and to pull it
+        detail = f": {said}" if said else ""
+        return f"the model or endpoint was not found (HTTP 404{detail}); check the model name and base_url"
     if any("decode" in str(e).lower() for e in _chain(exc)) and names & {"ModelAPIError", "JSONDecodeError"}:
         return f"the model server sent a garbled response ({_first_line(exc, 80)}); ask again"
     if "UnexpectedModelBehavior" in names:

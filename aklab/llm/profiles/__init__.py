@@ -4,7 +4,7 @@
 returns a :class:`ResolvedModel`: the pydantic-ai model, the settings every request
 carries in that server's dialect, and the :class:`Profile` the run loop reads (output
 mode, the agent's one usage label, local or not). Each family is one short module
-(``demo``, ``openai``, ``openai_compatible``, ``local``, ``anthropic``, ``google``,
+(``demo``, ``openai``, ``openai_compatible``, ``local``, ``ollama``, ``anthropic``, ``google``,
 ``mistral``, ``openrouter``) found by its provider name, never by an ``if`` in the run loop.
 
 Keys come from the environment only, named by ``api_key_env`` or the provider's usual

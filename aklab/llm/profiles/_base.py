@@ -56,6 +56,7 @@ FAMILY_MODULES: dict[str, str] = {
     "openai": "openai",
     "openai-compatible": "openai_compatible",
     "local": "local",
+    "ollama": "ollama",
     "anthropic": "anthropic",
     "google": "google",
     "mistral": "mistral",
@@ -72,7 +73,7 @@ class Profile:
 
     family: str
     """The family that built the model: ``demo``, ``openai``, ``openai-compatible``,
-    ``local``, ``anthropic``, ``google``, ``mistral``, ``openrouter``, or ``custom`` for a
+    ``local``, ``ollama``, ``anthropic``, ``google``, ``mistral``, ``openrouter``, or ``custom`` for a
     ready pydantic-ai ``Model``."""
     label: str
     """The one model label of this agent's usage rows, e.g. ``local:smollm2``."""
