@@ -214,8 +214,12 @@ class AklabMagics(Magics):
                 model_cfg = parse_model(value or "")
                 resolve(model_cfg).close()  # a bad spec fails here, before the team restarts
                 from aklab.lab import current_spec
+                from aklab.llm.preflight import server_warning
 
                 set_lab(Lab(current_spec(), model=model_cfg))
+                warning = server_warning(model_cfg)  # a self-hosted server not up, or without the model
+                if warning is not None:
+                    print(warning)
             elif action == "dashboard":
                 return self._lab().dashboard()
             print(self._lab().status())

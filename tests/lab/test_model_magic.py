@@ -52,7 +52,7 @@ def test_a_model_that_cannot_be_built_is_one_line_and_the_team_stays(
     before = get_lab()
     out = run(shell, capsys, "%aklab model nosuch:model")
     assert out == "aklab: unknown model provider 'nosuch': use one of " + (
-        "demo, openai, openai-compatible, local, anthropic, google, mistral, openrouter\n"
+        "demo, openai, openai-compatible, local, ollama, anthropic, google, mistral, openrouter\n"
     )
     for module in ("anthropic", "pydantic_ai.models.anthropic", "pydantic_ai.providers.anthropic"):
         monkeypatch.setitem(sys.modules, module, None)

@@ -105,3 +105,47 @@ def test_the_magic_switches_to_ollama_and_list_names_it(
             assert [m.content for m in lab.ask("ping", timeout=30).answers] == ["OK: ping"]
         finally:
             set_lab(None)
+
+
+def _switch(capsys: pytest.CaptureFixture[str], spec: str) -> str:
+    ip = InteractiveShell.instance()
+    ip.run_cell("%load_ext aklab")
+    try:
+        assert ip.run_cell(f"%aklab model {spec}").error_in_exec is None  # a warning, never a failed switch
+        return capsys.readouterr().out
+    finally:
+        set_lab(None)
+
+
+def test_switching_to_a_model_ollama_has_not_pulled_says_so_at_once(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("AKLAB_STORE", "off")
+    with FakeOpenAI(model_ids=("llama3.2:3b", "qwen3:latest")) as fake:
+        monkeypatch.setenv("OLLAMA_HOST", f"127.0.0.1:{fake.port}")
+        out = _switch(capsys, "ollama:mistral")
+        assert (
+            f"warning: Ollama at http://127.0.0.1:{fake.port} has no model 'mistral' (it has: llama3.2:3b, "
+            "qwen3:latest); ollama pull mistral fetches it"
+        ) in out
+        assert "models: ollama:mistral" in out  # switched all the same
+        for pulled in ("qwen3", "qwen3:latest", "llama3.2:3b"):
+            assert "warning" not in _switch(capsys, f"ollama:{pulled}")
+
+
+def test_switching_to_a_server_that_is_not_up_says_so_at_once(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("AKLAB_STORE", "off")
+    with FakeOpenAI() as gone:
+        port = gone.port  # a loopback port nothing listens on once the fake is closed
+    monkeypatch.setenv("OLLAMA_HOST", f"127.0.0.1:{port}")
+    out = _switch(capsys, "ollama:qwen3")
+    assert (
+        f"warning: nothing answers at http://127.0.0.1:{port} yet (start it: ollama serve); the team's asks fail "
+        "until it does (check the address: --base-url, $OLLAMA_HOST)"
+    ) in out
+    out = _switch(capsys, f"openai-compatible:fake --base-url http://127.0.0.1:{port}/v1")
+    assert f"warning: nothing answers at http://127.0.0.1:{port} yet; the team's asks fail" in out
+    with FakeOpenAI(model_ids=("anything",)) as up:  # llama.cpp answers whatever model a request names
+        assert "warning" not in _switch(capsys, f"local:qwen3 --base-url {up.url}")

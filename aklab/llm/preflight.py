@@ -1,0 +1,86 @@
+"""A look at a self-hosted model server before the team uses it: is it there, has it the model?
+
+Switching to ``ollama:qwen3`` while Ollama is not running, or before ``ollama pull qwen3``,
+would otherwise show up only when the first ask fails. :func:`server_warning` asks the
+server's ``GET /models`` once (a second at most) and says what is wrong in one line, with
+what to do. It never fails the switch: the server may be started a moment later.
+
+Cloud providers are not asked (their keys and limits are theirs), and neither is
+``local:smollm2`` with no server named (aklab serves that itself). Only Ollama's list is
+held to the model's name: llama.cpp's server answers whatever name a request gives.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from urllib.parse import urlsplit
+
+from aklab.llm.config import ModelConfig
+
+__all__ = ["PROBE_TIMEOUT", "server_warning"]
+
+#: Seconds the look may take.
+PROBE_TIMEOUT = 1.0
+_SELF_HOSTED = ("local", "ollama", "openai-compatible")
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
+
+
+def _listed(body: bytes) -> list[str] | None:
+    """The model ids of an OpenAI-style ``/models`` answer; None if it is not one."""
+    try:
+        data = json.loads(body).get("data")
+        return [str(m["id"]) for m in data] if isinstance(data, list) else None
+    except (ValueError, AttributeError, KeyError, TypeError):
+        return None
+
+
+def _has(listed: list[str], name: str) -> bool:
+    """Ollama lists ``qwen3`` as ``qwen3:latest``."""
+    return name in listed or (":" not in name and f"{name}:latest" in listed)
+
+
+def server_warning(cfg: ModelConfig, *, timeout: float = PROBE_TIMEOUT) -> str | None:
+    """One line on what stops the server ``cfg`` names from answering the team, or None."""
+    from aklab.llm import local_auto
+    from aklab.llm.local_server import direct_open
+    from aklab.llm.profiles import is_loopback, resolve
+
+    if cfg.provider not in _SELF_HOSTED or not isinstance(cfg.model, str):
+        return None
+    if cfg.provider == "local" and cfg.model == local_auto.BUNDLED_MODEL and local_auto.shared_server() is not None:
+        return None  # aklab's own server, started for this model
+    resolved = resolve(cfg)
+    try:
+        base_url = str(getattr(resolved.model, "base_url", "") or "")
+    finally:
+        resolved.close()
+    if not base_url:
+        return None
+    url = f"{base_url.rstrip('/')}/models"
+    ollama = cfg.provider == "ollama"
+    try:
+        opener = direct_open if is_loopback(url) else urllib.request.urlopen
+        with opener(url, timeout=timeout) as response:
+            body = response.read()
+    except urllib.error.HTTPError:
+        return None  # something serves there (a key it wants, an older API): the asks will say more
+    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError, ValueError):
+        start = " (start it: ollama serve)" if ollama else ""
+        return (
+            f"warning: nothing answers at {_origin(base_url)} yet{start}; the team's asks fail until it does "
+            "(check the address: --base-url" + (", $OLLAMA_HOST)" if ollama else ")")
+        )
+    listed = _listed(body)
+    if ollama and listed is not None and not _has(listed, cfg.model):
+        have = ", ".join(listed[:8]) + (", ..." if len(listed) > 8 else "") if listed else "none"
+        return (
+            f"warning: Ollama at {_origin(base_url)} has no model {cfg.model!r} (it has: {have}); "
+            f"ollama pull {cfg.model} fetches it"
+        )
+    return None
