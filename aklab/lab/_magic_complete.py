@@ -3,7 +3,8 @@
 One IPython matcher (API v2, ``IPCompleter.custom_matchers``) that answers only on the
 line of one of aklab's magics, after its name: ``%%ask @De<Tab>`` offers ``@Developer``
 (members of the running lab and the roles it can hire), ``%aklab <Tab>`` the subcommands,
-``%aklab team <Tab>`` the built-in teams, ``%aklab model <Tab>`` the providers,
+``%aklab team <Tab>`` the built-in teams, ``%aklab model <Tab>`` the providers (and after
+``ollama:`` the models the Ollama server lists),
 ``%aklab resume|forget <Tab>`` the stored teams' short ids and names (read from the store,
 never creating one), ``--format <Tab>`` the formats. When it has completions it suppresses the others (Jedi
 would offer ``DeprecationWarning`` for ``@De``). It never starts a lab to complete.
@@ -95,6 +96,10 @@ def complete_words(magic: str, cell: bool, before: list[str], fragment: str) -> 
             options = _teams()
         elif before in (["resume"], ["forget"]):
             options = _stored_teams()
+        elif before == ["model"] and fragment.startswith("ollama:"):
+            from aklab.llm.preflight import ollama_models  # the server's own list, asked for at most 0.3 s
+
+            options = [f"ollama:{name}" for name in ollama_models()]
         elif before == ["model"]:
             options = _providers()
         elif before[0] == "model" and previous == "--output-mode":

@@ -13,16 +13,19 @@ held to the model's name: llama.cpp's server answers whatever name a request giv
 from __future__ import annotations
 
 import json
+import os
 import urllib.error
 import urllib.request
 from urllib.parse import urlsplit
 
 from aklab.llm.config import ModelConfig
 
-__all__ = ["PROBE_TIMEOUT", "server_warning"]
+__all__ = ["PROBE_TIMEOUT", "TAB_TIMEOUT", "ollama_models", "server_warning"]
 
 #: Seconds the look may take.
 PROBE_TIMEOUT = 1.0
+#: Seconds a Tab completion may wait for Ollama's list.
+TAB_TIMEOUT = 0.3
 _SELF_HOSTED = ("local", "ollama", "openai-compatible")
 
 
@@ -45,11 +48,36 @@ def _has(listed: list[str], name: str) -> bool:
     return name in listed or (":" not in name and f"{name}:latest" in listed)
 
 
+def _models_body(base_url: str, timeout: float) -> bytes:
+    """``GET {base_url}/models``; a server on this machine is asked directly (no proxy).
+    Raises what ``urlopen`` raises."""
+    from aklab.llm.local_server import direct_open
+    from aklab.llm.profiles import is_loopback
+
+    url = f"{base_url.rstrip('/')}/models"
+    opener = direct_open if is_loopback(url) else urllib.request.urlopen
+    with opener(url, timeout=timeout) as response:
+        body: bytes = response.read()
+    return body
+
+
+def ollama_models(timeout: float = TAB_TIMEOUT) -> list[str]:
+    """The models of the Ollama server ``$OLLAMA_HOST`` names (else the default one), as
+    it lists them (``qwen3:latest``); none when it does not answer in ``timeout`` seconds."""
+    from aklab.errors import ConfigError
+    from aklab.llm.profiles.ollama import HOST_ENV, base_url_from_host
+
+    try:
+        body = _models_body(base_url_from_host(os.environ.get(HOST_ENV)), timeout)
+    except (ConfigError, urllib.error.URLError, ConnectionError, TimeoutError, OSError, ValueError):
+        return []
+    return _listed(body) or []
+
+
 def server_warning(cfg: ModelConfig, *, timeout: float = PROBE_TIMEOUT) -> str | None:
     """One line on what stops the server ``cfg`` names from answering the team, or None."""
     from aklab.llm import local_auto
-    from aklab.llm.local_server import direct_open
-    from aklab.llm.profiles import is_loopback, resolve
+    from aklab.llm.profiles import resolve
 
     if cfg.provider not in _SELF_HOSTED or not isinstance(cfg.model, str):
         return None
@@ -62,12 +90,9 @@ def server_warning(cfg: ModelConfig, *, timeout: float = PROBE_TIMEOUT) -> str |
         resolved.close()
     if not base_url:
         return None
-    url = f"{base_url.rstrip('/')}/models"
     ollama = cfg.provider == "ollama"
     try:
-        opener = direct_open if is_loopback(url) else urllib.request.urlopen
-        with opener(url, timeout=timeout) as response:
-            body = response.read()
+        body = _models_body(base_url, timeout)
     except urllib.error.HTTPError:
         return None  # something serves there (a key it wants, an older API): the asks will say more
     except (urllib.error.URLError, ConnectionError, TimeoutError, OSError, ValueError):

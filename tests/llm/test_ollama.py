@@ -149,3 +149,26 @@ def test_switching_to_a_server_that_is_not_up_says_so_at_once(
     assert f"warning: nothing answers at http://127.0.0.1:{port} yet; the team's asks fail" in out
     with FakeOpenAI(model_ids=("anything",)) as up:  # llama.cpp answers whatever model a request names
         assert "warning" not in _switch(capsys, f"local:qwen3 --base-url {up.url}")
+
+
+def test_tab_after_ollama_offers_the_models_the_server_has(monkeypatch: pytest.MonkeyPatch) -> None:
+    import warnings
+
+    from IPython.core.completer import provisionalcompleter
+
+    def complete(line: str) -> list[str]:
+        with warnings.catch_warnings(), provisionalcompleter():
+            return [c.text for c in ip.Completer.completions(line, len(line))]
+
+    ip = InteractiveShell.instance()
+    ip.run_cell("%load_ext aklab")
+    with FakeOpenAI(model_ids=("llama3.2:3b", "qwen3:latest")) as fake:
+        monkeypatch.setenv("OLLAMA_HOST", f"127.0.0.1:{fake.port}")
+        assert complete("%aklab model oll") == ["ollama:"]
+        assert complete("%aklab model ollama:") == ["ollama:llama3.2:3b", "ollama:qwen3:latest"]
+        assert complete("%aklab model ollama:q") == ["ollama:qwen3:latest"]
+        port = fake.port
+    # nothing answers now, or the address is bad: no model offered (IPython's own names are), nothing fails
+    assert not [c for c in complete("%aklab model ollama:") if c.startswith("ollama:")]
+    monkeypatch.setenv("OLLAMA_HOST", f"127.0.0.1:{port}:bad")
+    assert not [c for c in complete("%aklab model ollama:") if c.startswith("ollama:")]
