@@ -17,6 +17,12 @@ from aklab.llm.profiles.ollama import DEFAULT_BASE_URL, base_url_from_host
 from tests.fakeserver import FakeOpenAI, echo, http_error
 
 
+@pytest.fixture(autouse=True)
+def _no_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The magics' labs keep nothing: these tests are about the model, not the store."""
+    monkeypatch.setenv("AKLAB_STORE", "off")
+
+
 @pytest.mark.parametrize(
     ("host", "url"),
     [
@@ -89,7 +95,6 @@ def test_a_model_ollama_has_not_pulled_is_a_notice_that_says_so_and_the_team_goe
 def test_the_magic_switches_to_ollama_and_list_names_it(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("AKLAB_STORE", "off")
     with FakeOpenAI(model_ids=("qwen3",)) as fake:
         fake.default = echo
         monkeypatch.setenv("OLLAMA_HOST", f"127.0.0.1:{fake.port}")
@@ -120,14 +125,11 @@ def _switch(capsys: pytest.CaptureFixture[str], spec: str) -> str:
 def test_switching_to_a_model_ollama_has_not_pulled_says_so_at_once(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("AKLAB_STORE", "off")
     with FakeOpenAI(model_ids=("llama3.2:3b", "qwen3:latest")) as fake:
         monkeypatch.setenv("OLLAMA_HOST", f"127.0.0.1:{fake.port}")
         out = _switch(capsys, "ollama:mistral")
-        assert (
-            f"warning: Ollama at http://127.0.0.1:{fake.port} has no model 'mistral' (it has: llama3.2:3b, "
-            "qwen3:latest); ollama pull mistral fetches it"
-        ) in out
+        said = f"Ollama at http://127.0.0.1:{fake.port} has no model 'mistral' (it has: llama3.2:3b, qwen3:latest)"
+        assert f"warning: {said}; ollama pull mistral fetches it" in out
         assert "models: ollama:mistral" in out  # switched all the same
         for pulled in ("qwen3", "qwen3:latest", "llama3.2:3b"):
             assert "warning" not in _switch(capsys, f"ollama:{pulled}")
@@ -136,17 +138,16 @@ def test_switching_to_a_model_ollama_has_not_pulled_says_so_at_once(
 def test_switching_to_a_server_that_is_not_up_says_so_at_once(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("AKLAB_STORE", "off")
     with FakeOpenAI() as gone:
         port = gone.port  # a loopback port nothing listens on once the fake is closed
     monkeypatch.setenv("OLLAMA_HOST", f"127.0.0.1:{port}")
-    out = _switch(capsys, "ollama:qwen3")
+    nothing = f"warning: nothing answers at http://127.0.0.1:{port} yet"
     assert (
-        f"warning: nothing answers at http://127.0.0.1:{port} yet (start it: ollama serve); the team's asks fail "
-        "until it does (check the address: --base-url, $OLLAMA_HOST)"
-    ) in out
-    out = _switch(capsys, f"openai-compatible:fake --base-url http://127.0.0.1:{port}/v1")
-    assert f"warning: nothing answers at http://127.0.0.1:{port} yet; the team's asks fail" in out
+        f"{nothing} (start it: ollama serve); the team's asks fail until it does (check the address: --base-url, "
+        "$OLLAMA_HOST)"
+    ) in _switch(capsys, "ollama:qwen3")
+    compatible = f"openai-compatible:fake --base-url http://127.0.0.1:{port}/v1"
+    assert f"{nothing}; the team's asks fail" in _switch(capsys, compatible)
     with FakeOpenAI(model_ids=("anything",)) as up:  # llama.cpp answers whatever model a request names
         assert "warning" not in _switch(capsys, f"local:qwen3 --base-url {up.url}")
 
