@@ -136,6 +136,10 @@ class ReactAgent:
         self.budget = AgentBudget(agent_usage_limits or AgentUsageLimits())
         self.compaction_cfg = compaction_cfg or CompactionConfig()
         self.limit_recovery = limit_recovery or LimitRecoveryCapability()
+        # The current run's plain-text fallback and reachable names: a conclusion after a run
+        # limit reads the model's answer as the run would have (a prose answer from a prompted
+        # local model is a reply there too, not a failed conclusion).
+        self._run_reading: tuple[Callable[[str], Any] | None, tuple[str, ...]] = (None, ())
         width = self.compaction_cfg.digest_line_chars
         self.run_line: RunLine = run_line or (lambda run: plain_run_line(run, width))
         self.on_usage = on_usage
@@ -222,6 +226,7 @@ class ReactAgent:
             recipients=recipients,
             constrain_json=self.profile.constrain_json,
         )
+        self._run_reading = (fallback, tuple(recipients))
         limits = self.run_usage_limits.to_pydantic_ai()
         try:
             try:
@@ -237,9 +242,18 @@ class ReactAgent:
             return result
 
     def conclude(self, prompt: str, *, history: list[ModelMessage], output_type: type[T], deps: Any = None) -> T:
-        """One tool-free request through ``output_type`` on ``history`` (limit recovery)."""
+        """One tool-free request through ``output_type`` on ``history`` (limit recovery), its
+        answer read as the run that went over was reading its own (``run_sync``'s fallback and
+        recipients)."""
         self.messages = history
-        plan = plan_output(output_type, self.profile.output_mode, constrain_json=self.profile.constrain_json)
+        fallback, recipients = self._run_reading
+        plan = plan_output(
+            output_type,
+            self.profile.output_mode,
+            fallback=fallback,
+            recipients=recipients,
+            constrain_json=self.profile.constrain_json,
+        )
         return self._run(
             prompt,
             deps=deps,
