@@ -125,12 +125,13 @@ def aggregate_usage(events: Iterable[LlmUsageEvent], *, agent: str = "*", by_run
 
 def headline(events: Iterable[LlmUsageEvent]) -> dict[str, Any]:
     """Requests, tokens and cost of some requests, honestly: tokens are None when any count is
-    unknown, cost is None when any request is unpriced (or there is none)."""
+    unknown, cost is None when any request is unpriced. No request at all (an ask a slash
+    command answered) costs 0."""
     events = list(events)
     unknown = any(e.input_tokens is None or e.output_tokens is None for e in events)
     unpriced = any(e.cost_usd is None for e in events)
     return {
         "requests": sum(e.requests for e in events),
         "tokens": None if unknown else sum(e.total_tokens for e in events),
-        "cost_usd": None if unpriced or not events else sum(e.cost_usd or 0.0 for e in events),
+        "cost_usd": None if unpriced else sum(e.cost_usd or 0.0 for e in events),
     }

@@ -58,7 +58,7 @@ def test_aklabs_notices_show_as_notices_and_are_not_answers() -> None:
 def test_an_empty_result_says_so() -> None:
     empty = AskResult([])
     assert empty._repr_markdown_() == "*(no reply)*"
-    assert empty.summary() == "0 replies · 0 requests · 0 tokens · cost unknown"
+    assert empty.summary() == "0 replies · 0 requests · 0 tokens · $0.0000"  # no request cost nothing
 
 
 def test_a_stopped_run_keeps_the_usage_of_the_requests_it_made() -> None:
@@ -128,3 +128,9 @@ def test_the_result_keeps_the_whole_conversation_for_a_saved_notebook(lab: Lab) 
     markdown = result.as_markdown()
     assert "<details><summary>The whole conversation (4 messages)</summary>" in markdown
     assert "**@Manager → @Developer** *(request)*" in markdown
+
+
+def test_an_ask_a_slash_command_answered_cost_nothing() -> None:
+    with Lab(store=False) as lab:
+        result = lab.ask("/team_roles", timeout=20)
+    assert result.summary() == "1 reply · 0 requests · 0 tokens · $0.0000"
