@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any, Literal, Self, get_args
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, field_validator
 
@@ -107,6 +108,23 @@ class ModelConfig(_OneLineErrors):
         if not provider.strip():
             raise ValueError("give a provider such as 'openai', 'local' or 'demo'")
         return provider.strip()
+
+    @field_validator("base_url", mode="after")
+    @classmethod
+    def _check_base_url(cls, base_url: str | None) -> str | None:
+        """An http(s) URL with a host: a typo fails here, in one line, not at the first ask."""
+        if base_url is None:
+            return None
+        url = base_url.strip()
+        try:
+            parts = urlsplit(url)
+            parts.port  # noqa: B018  # a port that is not a number raises here
+        except ValueError as exc:
+            raise ValueError(f"{base_url!r} is not a URL ({exc}); give one such as http://127.0.0.1:8080/v1") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            hint = f" (did you mean http://{url}?)" if "://" not in url else ""
+            raise ValueError(f"{base_url!r}: give an http:// or https:// URL, such as http://127.0.0.1:8080/v1{hint}")
+        return url
 
     @field_validator("model", mode="after")
     @classmethod

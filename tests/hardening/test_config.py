@@ -250,6 +250,18 @@ MODEL_CASES: list[tuple[str, Callable[[], Any], list[str]]] = [
             ("demo_latency", math.nan, "give a finite number"),
         ]
     ],
+    (
+        "base-url-scheme",
+        lambda: ModelConfig(base_url="ftp://gpu-box/v1"),
+        ["base_url: 'ftp://gpu-box/v1': give an http"],
+    ),
+    (
+        "base-url-no-scheme",
+        lambda: ModelConfig.parse("ollama:qwen3", base_url="127.0.0.1:11434/v1"),
+        ["model 'ollama:qwen3': base_url:", "did you mean http://127.0.0.1:11434/v1?"],
+    ),
+    ("base-url-port", lambda: ModelConfig(base_url="http://127.0.0.1:port/v1"), ["is not a URL", "give one such as"]),
+    ("base-url-host", lambda: ModelConfig(base_url="http:///v1"), ["base_url: 'http:///v1': give an http"]),
     ("parse-nan", lambda: ModelConfig.parse("demo:aklab-demo", timeout=math.nan), ["model 'demo:aklab-demo': timeout"]),
     ("parse-inf", lambda: ModelConfig.parse("openai:gpt-4.1", temperature=math.inf), ["temperature: got inf"]),
     ("runtime-timeout", lambda: RuntimeConfig(http_timeout=math.inf), ["RuntimeConfig: http_timeout: got inf"]),
