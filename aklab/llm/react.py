@@ -219,14 +219,8 @@ class ReactAgent:
         spent, ``RunUsageLimitError`` when the run went over its own limits and could
         not conclude, ``RunCancelledError`` when interrupted.
         """
-        plan = plan_output(
-            output_type,
-            self.profile.output_mode,
-            fallback=fallback,
-            recipients=recipients,
-            constrain_json=self.profile.constrain_json,
-        )
         self._run_reading = (fallback, tuple(recipients))
+        plan = self._plan(output_type)
         limits = self.run_usage_limits.to_pydantic_ai()
         try:
             try:
@@ -241,19 +235,24 @@ class ReactAgent:
             result: T = self.limit_recovery.handle_limit_exceeded(self, error, breach.history, output_type, deps)
             return result
 
-    def conclude(self, prompt: str, *, history: list[ModelMessage], output_type: type[T], deps: Any = None) -> T:
-        """One tool-free request through ``output_type`` on ``history`` (limit recovery), its
-        answer read as the run that went over was reading its own (``run_sync``'s fallback and
-        recipients)."""
-        self.messages = history
+    def _plan(self, output_type: type[Any]) -> OutputPlan:
+        """How this agent's mode asks for ``output_type`` and reads the answer, with the current
+        run's fallback and recipients (``_run_reading``)."""
         fallback, recipients = self._run_reading
-        plan = plan_output(
+        return plan_output(
             output_type,
             self.profile.output_mode,
             fallback=fallback,
             recipients=recipients,
             constrain_json=self.profile.constrain_json,
         )
+
+    def conclude(self, prompt: str, *, history: list[ModelMessage], output_type: type[T], deps: Any = None) -> T:
+        """One tool-free request through ``output_type`` on ``history`` (limit recovery), its
+        answer read as the run that went over was reading its own (``run_sync``'s fallback and
+        recipients)."""
+        self.messages = history
+        plan = self._plan(output_type)
         return self._run(
             prompt,
             deps=deps,
