@@ -508,14 +508,41 @@ class Lab:
             "models: "
             + ", ".join(sorted({c.config.model_cfg.label for c in self.spec.cards if hasattr(c.config, "model_cfg")})),
         ]
-        urls = {getattr(getattr(c.config, "model_cfg", None), "base_url", None) for c in self.spec.cards}
-        lines += sorted(line for url in urls if (line := describe_local_server(url)) is not None)
+        lines += self._server_lines()
         usage = self.recorder.usage
         tokens = sum(e.total_tokens for e in usage)
         unknown = sum(1 for e in usage if e.input_tokens is None or e.output_tokens is None)
         lines.append(f"usage: {len(usage)} requests, {tokens} tokens" + (f" ({unknown} unreported)" if unknown else ""))
         lines.append(f"store: {self._store.location}" + (f" — {self.store_warning}" if self.store_warning else ""))
         return "\n".join(lines)
+
+    def _server_lines(self) -> list[str]:
+        """Where the team's models are asked: aklab's own server as ``local_auto`` describes it,
+        else each server a spec names (a ``base_url``, Ollama's or llama.cpp's default), with the
+        models asked there; a provider's own API gets no line."""
+        from urllib.parse import urlsplit, urlunsplit
+
+        from aklab.llm.profiles import family
+
+        own: set[str] = set()
+        elsewhere: dict[str, set[str]] = {}
+        for card in self.spec.cards:
+            cfg = getattr(card.config, "model_cfg", None)
+            if cfg is None:
+                continue
+            line = describe_local_server(cfg.base_url)
+            if line is not None:
+                own.add(line)
+                continue
+            try:
+                endpoint = family(cfg.provider).endpoint(cfg)
+            except AklabError:  # an unknown provider or a bad $OLLAMA_HOST: the team's start said so
+                continue
+            if endpoint:
+                parts = urlsplit(endpoint)  # never a user name or password written into the URL
+                shown = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+                elsewhere.setdefault(shown, set()).add(cfg.label)
+        return sorted(own) + [f"model server: {url} ({', '.join(sorted(labels))})" for url, labels in elsewhere.items()]
 
     def dashboard(self) -> Dashboard:
         """Live panels (roster, transcript, context, usage) in tabs; one per lab, reused."""

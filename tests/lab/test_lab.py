@@ -294,3 +294,14 @@ def test_asking_a_role_not_hired_yet_says_how_to_hire_one() -> None:
         assert lab.ask("Write hello world", to="@Developer", timeout=20)  # the advice worked
         with pytest.raises(RoutingError, match=r"^no team member @Ghost; members: @Human, @Manager, @Developer$"):
             lab.send("hi", to="@Ghost")  # not a role either: no hiring advice
+
+
+def test_status_names_the_server_each_model_is_asked_at_and_no_credentials() -> None:
+    from aklab.llm import ModelConfig
+
+    cfg = ModelConfig.parse("openai-compatible:qwen3", base_url="http://user:pw@gpu-box:8000/v1")
+    with Lab(model=cfg, store=False) as lab:  # built, never asked: no request reaches gpu-box
+        status = lab.status()
+    assert "model server: http://gpu-box:8000/v1 (openai-compatible:qwen3)" in status and "pw" not in status
+    with Lab(store=False) as demo:
+        assert "model server" not in demo.status()  # the demo model runs in this process

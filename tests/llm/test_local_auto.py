@@ -100,7 +100,8 @@ def test_a_server_answering_at_the_default_endpoint_is_used(
     assert bundled == []
     with Lab(model="local:smollm2", store=False) as lab:
         assert [m.content for m in lab.ask("ping", timeout=30)] == ["OK: ping"]
-        assert "model server" not in lab.status()
+        status = lab.status()
+        assert f"model server: {fake_openai.url} (local:smollm2)" in status and "aklab's own" not in status
     assert fake_openai.bodies  # it went to the server at the default endpoint
 
 

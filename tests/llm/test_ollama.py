@@ -102,7 +102,8 @@ def test_the_magic_switches_to_ollama_and_list_names_it(
         ip.run_cell("%load_ext aklab")
         try:
             assert ip.run_cell("%aklab model ollama:qwen3").error_in_exec is None
-            assert "models: ollama:qwen3" in capsys.readouterr().out
+            status = capsys.readouterr().out
+            assert "models: ollama:qwen3" in status and f"model server: {fake.url} (ollama:qwen3)" in status
             assert ip.run_cell("%aklab list").error_in_exec is None
             listed = capsys.readouterr().out
             assert any(line.split()[:2] == ["ollama", "4,096"] for line in listed.splitlines())

@@ -316,6 +316,11 @@ class Family(ABC):
     from it, so an agent's history stays bounded by default. A family whose models differ
     names a window most of them have; a user's ``context_length`` always wins."""
 
+    def endpoint(self, cfg: ModelConfig) -> str | None:
+        """The server a model of this family is asked at, when the spec decides it (a
+        ``base_url``, or a self-hosted family's default); None for a provider's own API."""
+        return cfg.base_url
+
     @abstractmethod
     def build(self, ctx: BuildContext) -> ResolvedModel:
         """Build (never call) the model for ``ctx.cfg``; raise ``ConfigError`` on misuse."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+from aklab.llm.config import ModelConfig
 from aklab.llm.profiles._base import BuildContext, Family, ResolvedModel
 from aklab.llm.profiles.openai_compatible import build_compatible
 
@@ -33,8 +34,11 @@ class LocalFamily(Family):
     # llama.cpp's server default (-c 4096); a server started with more sets context_length.
     default_context_length = 4_096
 
+    def endpoint(self, cfg: ModelConfig) -> str:
+        return cfg.base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL
+
     def build(self, ctx: BuildContext) -> ResolvedModel:
-        base_url = ctx.cfg.base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL
+        base_url = self.endpoint(ctx.cfg)
         return build_compatible(self, ctx, base_url=base_url, api_key=ctx.api_key(required=False), local=True)
 
 

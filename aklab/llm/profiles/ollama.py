@@ -19,6 +19,7 @@ import os
 from urllib.parse import urlsplit
 
 from aklab.errors import ConfigError
+from aklab.llm.config import ModelConfig
 from aklab.llm.profiles._base import BuildContext, Family, ResolvedModel, is_loopback
 from aklab.llm.profiles.openai_compatible import build_compatible
 
@@ -61,8 +62,11 @@ class OllamaFamily(Family):
     default_max_tokens = 2_048
     default_context_length = 4_096
 
+    def endpoint(self, cfg: ModelConfig) -> str:
+        return cfg.base_url or base_url_from_host(os.environ.get(HOST_ENV))
+
     def build(self, ctx: BuildContext) -> ResolvedModel:
-        base_url = ctx.cfg.base_url or base_url_from_host(os.environ.get(HOST_ENV))
+        base_url = self.endpoint(ctx.cfg)
         api_key = ctx.api_key(required=False)  # a proxy in front of Ollama may want one (--api-key-env)
         return build_compatible(self, ctx, base_url=base_url, api_key=api_key, local=is_loopback(base_url))
 
