@@ -40,6 +40,7 @@ __all__ = [
     "OutputModeSetting",
     "PromptTemplate",
     "RuntimeConfig",
+    "check_base_url",
 ]
 
 DEMO_PROVIDER = "demo"
@@ -59,6 +60,21 @@ class _OneLineErrors(BaseModel):
             super().__init__(**data)
         except ValidationError as exc:
             raise ConfigError(f"{type(self).__name__}: {_first_error(exc)}") from exc
+
+
+def check_base_url(base_url: str) -> str:
+    """``base_url`` stripped, if it is an http(s) URL with a host; else ``ValueError`` saying
+    what to give. A typo fails where the model is named, in one line, not at the first ask."""
+    url = base_url.strip()
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  # a port that is not a number raises here
+    except ValueError as exc:
+        raise ValueError(f"{base_url!r} is not a URL ({exc}); give one such as http://127.0.0.1:8080/v1") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        hint = f" (did you mean http://{url}?)" if "://" not in url else ""
+        raise ValueError(f"{base_url!r}: give an http:// or https:// URL, such as http://127.0.0.1:8080/v1{hint}")
+    return url
 
 
 class ModelConfig(_OneLineErrors):
@@ -112,19 +128,7 @@ class ModelConfig(_OneLineErrors):
     @field_validator("base_url", mode="after")
     @classmethod
     def _check_base_url(cls, base_url: str | None) -> str | None:
-        """An http(s) URL with a host: a typo fails here, in one line, not at the first ask."""
-        if base_url is None:
-            return None
-        url = base_url.strip()
-        try:
-            parts = urlsplit(url)
-            parts.port  # noqa: B018  # a port that is not a number raises here
-        except ValueError as exc:
-            raise ValueError(f"{base_url!r} is not a URL ({exc}); give one such as http://127.0.0.1:8080/v1") from None
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            hint = f" (did you mean http://{url}?)" if "://" not in url else ""
-            raise ValueError(f"{base_url!r}: give an http:// or https:// URL, such as http://127.0.0.1:8080/v1{hint}")
-        return url
+        return None if base_url is None else check_base_url(base_url)
 
     @field_validator("model", mode="after")
     @classmethod

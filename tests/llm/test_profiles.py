@@ -437,3 +437,13 @@ def test_a_local_model_samples_at_a_low_temperature_unless_one_is_set(
     assert [body["temperature"] for body in capture.bodies] == [0.2, 0.9, 0]
     other = resolved("openai-compatible:qwen3", base_url="http://gpu-box:8000/v1")
     assert "temperature" not in other.settings  # a server named as such keeps its own default
+
+
+def test_a_bad_local_base_url_in_the_environment_is_one_line_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, resolved: Callable[..., ResolvedModel]
+) -> None:
+    monkeypatch.setenv("AKLAB_LOCAL_BASE_URL", "127.0.0.1:8081/v1")
+    with pytest.raises(ConfigError, match=r"^\$AKLAB_LOCAL_BASE_URL: .*did you mean http://127.0.0.1:8081/v1\?"):
+        resolved("local:qwen3")
+    monkeypatch.setenv("AKLAB_LOCAL_BASE_URL", " http://127.0.0.1:8081/v1 ")
+    assert str(resolved("local:qwen3").model.base_url) == "http://127.0.0.1:8081/v1/"  # type: ignore[attr-defined]

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 
-from aklab.llm.config import ModelConfig
+from aklab.errors import ConfigError
+from aklab.llm.config import ModelConfig, check_base_url
 from aklab.llm.profiles._base import BuildContext, Family, ResolvedModel
 from aklab.llm.profiles.openai_compatible import build_compatible
 
@@ -35,7 +36,15 @@ class LocalFamily(Family):
     default_context_length = 4_096
 
     def endpoint(self, cfg: ModelConfig) -> str:
-        return cfg.base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL
+        if cfg.base_url:
+            return cfg.base_url
+        named = os.environ.get(BASE_URL_ENV)
+        if not named:
+            return DEFAULT_BASE_URL
+        try:
+            return check_base_url(named)
+        except ValueError as exc:
+            raise ConfigError(f"${BASE_URL_ENV}: {exc}") from None
 
     def build(self, ctx: BuildContext) -> ResolvedModel:
         base_url = self.endpoint(ctx.cfg)
