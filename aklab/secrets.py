@@ -32,6 +32,7 @@ __all__ = [
     "might_redact_utf8",
     "redact",
     "register_secret",
+    "shown_url",
 ]
 
 REDACTED = "[redacted]"
@@ -82,6 +83,19 @@ def redact(text: str) -> str:
 
 
 _HEADER_WORDS = ("authorization", "api-key", "api_key", "bearer")
+
+
+def shown_url(url: str, *, path: bool = True) -> str:
+    """``url`` as aklab shows it: without the user name and password a URL may carry
+    (``http://user:pw@gpu-box:8000/v1`` -> ``http://gpu-box:8000/v1``); with ``path=False``,
+    only ``scheme://host:port``."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    netloc = parts.netloc.rpartition("@")[2]
+    if not path:
+        return f"{parts.scheme}://{netloc}"
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def might_redact_utf8(text: str, raw: bytes, lowered: bytes) -> bool:

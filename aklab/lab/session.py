@@ -520,9 +520,8 @@ class Lab:
         """Where the team's models are asked: aklab's own server as ``local_auto`` describes it,
         else each server a spec names (a ``base_url``, Ollama's or llama.cpp's default), with the
         models asked there; a provider's own API gets no line."""
-        from urllib.parse import urlsplit, urlunsplit
-
         from aklab.llm.profiles import family
+        from aklab.secrets import shown_url
 
         own: set[str] = set()
         elsewhere: dict[str, set[str]] = {}
@@ -539,9 +538,7 @@ class Lab:
             except AklabError:  # an unknown provider or a bad $OLLAMA_HOST: the team's start said so
                 continue
             if endpoint:
-                parts = urlsplit(endpoint)  # never a user name or password written into the URL
-                shown = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
-                elsewhere.setdefault(shown, set()).add(cfg.label)
+                elsewhere.setdefault(shown_url(endpoint), set()).add(cfg.label)
         return sorted(own) + [f"model server: {url} ({', '.join(sorted(labels))})" for url, labels in elsewhere.items()]
 
     def dashboard(self) -> Dashboard:

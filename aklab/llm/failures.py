@@ -8,10 +8,9 @@ that says what happened and what to try; the original stays as ``__cause__``.
 from __future__ import annotations
 
 import re
-from urllib.parse import urlsplit
 
 from aklab.errors import AklabError
-from aklab.secrets import redact
+from aklab.secrets import redact, shown_url
 
 __all__ = ["CONTEXT_FULL", "RunCancelledError", "describe_failure", "is_context_overflow", "is_cut_response"]
 
@@ -95,13 +94,6 @@ def _request_url(exc: BaseException) -> str | None:
     return None
 
 
-def _origin(url: str) -> str:
-    """``scheme://host:port`` of ``url``: never its path, query or credentials."""
-    parts = urlsplit(url)
-    port = f":{parts.port}" if parts.port else ""
-    return f"{parts.scheme}://{parts.hostname}{port}"
-
-
 def _own_server_down(url: str) -> str | None:
     """When ``url`` is aklab's own local server and aklab gave up on it: why, and what to do."""
     from aklab.llm import local_auto
@@ -130,7 +122,7 @@ def _describe(exc: BaseException, timeout: float | None) -> str:
         down = None if url is None else _own_server_down(url)
         if down is not None:
             return f"cannot reach the model server: {down}"
-        where = "" if url is None else f" at {_origin(url)}"
+        where = "" if url is None else f" at {shown_url(url, path=False)}"  # never its path or credentials
         return f"cannot reach the model server{where} ({_first_line(exc, 80)}); is it running? (check base_url)"
     if status == 429:
         return "the provider is rate-limiting requests (HTTP 429); wait a moment and ask again"

@@ -16,9 +16,9 @@ import json
 import os
 import urllib.error
 import urllib.request
-from urllib.parse import urlsplit
 
 from aklab.llm.config import ModelConfig
+from aklab.secrets import shown_url
 
 __all__ = ["PROBE_TIMEOUT", "TAB_TIMEOUT", "ollama_models", "server_warning"]
 
@@ -27,11 +27,6 @@ PROBE_TIMEOUT = 1.0
 #: Seconds a Tab completion may wait for Ollama's list.
 TAB_TIMEOUT = 0.3
 _SELF_HOSTED = ("local", "ollama", "openai-compatible")
-
-
-def _origin(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
 
 
 def _listed(body: bytes) -> list[str] | None:
@@ -77,17 +72,13 @@ def ollama_models(timeout: float = TAB_TIMEOUT) -> list[str]:
 def server_warning(cfg: ModelConfig, *, timeout: float = PROBE_TIMEOUT) -> str | None:
     """One line on what stops the server ``cfg`` names from answering the team, or None."""
     from aklab.llm import local_auto
-    from aklab.llm.profiles import resolve
+    from aklab.llm.profiles import family
 
     if cfg.provider not in _SELF_HOSTED or not isinstance(cfg.model, str):
         return None
     if cfg.provider == "local" and cfg.model == local_auto.BUNDLED_MODEL and local_auto.shared_server() is not None:
         return None  # aklab's own server, started for this model
-    resolved = resolve(cfg)
-    try:
-        base_url = str(getattr(resolved.model, "base_url", "") or "")
-    finally:
-        resolved.close()
+    base_url = family(cfg.provider).endpoint(cfg)  # where the family sends requests; nothing is built
     if not base_url:
         return None
     ollama = cfg.provider == "ollama"
@@ -97,15 +88,16 @@ def server_warning(cfg: ModelConfig, *, timeout: float = PROBE_TIMEOUT) -> str |
         return None  # something serves there (a key it wants, an older API): the asks will say more
     except (urllib.error.URLError, ConnectionError, TimeoutError, OSError, ValueError):
         start = " (start it: ollama serve)" if ollama else ""
+        where = shown_url(base_url, path=False)
         return (
-            f"warning: nothing answers at {_origin(base_url)} yet{start}; the team's asks fail until it does "
+            f"warning: nothing answers at {where} yet{start}; the team's asks fail until it does "
             "(check the address: --base-url" + (", $OLLAMA_HOST)" if ollama else ")")
         )
     listed = _listed(body)
     if ollama and listed is not None and not _has(listed, cfg.model):
         have = ", ".join(listed[:8]) + (", ..." if len(listed) > 8 else "") if listed else "none"
         return (
-            f"warning: Ollama at {_origin(base_url)} has no model {cfg.model!r} (it has: {have}); "
+            f"warning: Ollama at {shown_url(base_url, path=False)} has no model {cfg.model!r} (it has: {have}); "
             f"ollama pull {cfg.model} fetches it"
         )
     return None

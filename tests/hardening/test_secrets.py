@@ -131,3 +131,11 @@ def test_log_records_of_aklab_loggers_are_redacted(caplog: pytest.LogCaptureFixt
         logging.getLogger("aklab.hardening.test").exception("and again")
     assert "abcdefgh12345678" not in caplog.text
     assert all("abcdefgh12345678" not in r.getMessage() for r in caplog.records)
+
+
+def test_a_url_is_shown_without_its_user_name_and_password() -> None:
+    from aklab.secrets import shown_url
+
+    assert shown_url("http://user:pw@gpu-box:8000/v1") == "http://gpu-box:8000/v1"
+    assert shown_url("http://user:pw@[::1]:11434/v1", path=False) == "http://[::1]:11434"
+    assert shown_url("https://api.example.org/v1?x=1", path=False) == "https://api.example.org"
