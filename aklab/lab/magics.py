@@ -106,6 +106,9 @@ class PendingReplies:
         return f"<PendingReplies: {len(self.messages)} so far>"
 
 
+#: How long `%stop` waits for the runs it interrupted to end before it returns.
+STOP_SETTLE = 5.0
+
 _ONE_LINE_ASK = re.compile(r"^(\s*)%ask\s+(\S.*?)\s*$")
 
 
@@ -352,16 +355,29 @@ class AklabMagics(Magics):
           %stop @Agent     cancel only @Agent's current run (its ask goes on)
 
         Prints what it did, e.g. "Stopped: interrupted the run of @Manager; withdrew 1 ask
-        not started yet." The notebook's stop button does the same to a waiting %%ask.
+        not started yet." It returns once the interrupted runs have ended (at most 5 s; it
+        names an agent still in a call that does not yield to a stop). The notebook's stop
+        button does the same to a waiting %%ask.
         """
         if wants_help(line):
             self._help("stop")
             return
         try:
-            stopped = self._lab().stop(parse_member(line, "%stop"))
+            lab = self._lab()
+            agent = parse_member(line, "%stop")
+            stopped = lab.stop(agent)
         except AklabError as exc:
             _fail(exc)
         print(stopped.summary())
+        # A stop is asynchronous: wait (briefly) for the interrupted runs to end, so that the
+        # next cell sees the team as it is left (no member still busy, the stopped run's usage
+        # counted). `%stop @Agent` leaves the ask going on: nothing to wait for.
+        if agent is None and (stopped or stopped.withdrawn) and not lab.wait(STOP_SETTLE):
+            still = ", ".join(lab.busy()) or "the team"
+            print(
+                f"{still} still winding down after {STOP_SETTLE:g} s (a tool or model call that does not "
+                "yield to a stop); it ends when that call returns. %aklab shows who is busy."
+            )
 
     @line_magic
     def usage(self, line: str) -> Any:

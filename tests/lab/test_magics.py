@@ -113,11 +113,16 @@ def test_switching_team_and_model(shell: InteractiveShell, capsys: pytest.Captur
     assert "usage: %aklab [team NAME|PATH | model provider:model [options] | dashboard | list | teams | resume" in out
 
 
-def test_a_background_ask_can_be_stopped(shell: InteractiveShell, capsys: pytest.CaptureFixture[str]) -> None:
-    release = threading.Event()
+def test_a_background_ask_can_be_stopped(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the model call below blocks its thread and cannot be interrupted: %stop says so after its wait
+    monkeypatch.setattr("aklab.lab.magics.STOP_SETTLE", 0.2)
+    release, entered = threading.Event(), threading.Event()
 
     async def slow(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        release.wait(10)
+        entered.set()
+        release.wait(10)  # blocks the run's event loop: the cancel cannot land before this returns
         args = {"messages": [{"recipient": "@Human", "message_type": "response", "message": "too late"}]}
         return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, json.dumps(args))])
 
@@ -132,9 +137,12 @@ def test_a_background_ask_can_be_stopped(shell: InteractiveShell, capsys: pytest
     lab.recorder.listeners.append(on_record)
     _, out = run(shell, capsys, "%%ask --bg --out pending\nwork\n")
     assert out == "Sent to @Worker; the team works in the background. %stop stops it.\n"
-    assert busy.wait(10)
+    assert busy.wait(10) and entered.wait(10)
     _, out = run(shell, capsys, "%stop")
-    assert out == "Stopped: interrupted the run of @Worker.\n"
+    assert out == (
+        "Stopped: interrupted the run of @Worker.\n@Worker still winding down after 0.2 s (a tool or model call "
+        "that does not yield to a stop); it ends when that call returns. %aklab shows who is busy.\n"
+    )
     release.set()
     replies = shell.user_ns["pending"].wait(10)
     assert isinstance(replies, AskResult) and [r.content for r in replies] == ["Run interrupted. (@Worker)"]

@@ -37,3 +37,31 @@ def test_stop_while_the_server_hangs_is_idle_within_half_a_second(fake_openai: F
     finally:
         fake_openai.release()
         lab.close()
+
+
+def test_the_stop_magic_returns_with_the_team_settled(
+    fake_openai: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`%stop` waits for the run it interrupted to end: the next cell sees nobody busy and the
+    stopped request counted, not a member still winding down."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from aklab.lab import get_lab, set_lab
+
+    fake_openai.push(hang())
+    shell = InteractiveShell.instance()
+    shell.run_cell("%load_ext aklab")
+    cfg = ModelConfig(provider="openai-compatible", model="fake", base_url=fake_openai.url, timeout=30, retries=0)
+    set_lab(Lab(team_from_dict(SOLO), model=cfg))
+    try:
+        lab = get_lab()
+        shell.run_cell("%ask --bg What is 2+2?")
+        assert fake_openai.wait_hanging(5), "the request never reached the server"
+        capsys.readouterr()
+        shell.run_cell("%stop")
+        assert capsys.readouterr().out == "Stopped: interrupted the run of @Solo.\n"
+        assert lab.busy() == []
+        assert list(lab.usage(by="request")["requests"]) == [1]
+    finally:
+        fake_openai.release()
+        set_lab(None)
