@@ -57,7 +57,9 @@ class ProgressState:
         if self.retried:
             parts.append(f"{self.retried} retried")
         parts.append(f"{self.tokens:,} tokens")
-        parts.append("cost n/a" if self.cost_usd is None else f"${self.cost_usd:.4f}")
+        # no request made, nothing spent: $0, not "n/a" (a price unknown is only said of requests made)
+        cost = 0.0 if self.requests == 0 and self.cost_usd is None else self.cost_usd
+        parts.append("cost n/a" if cost is None else f"${cost:.4f}")
         return " · ".join(parts)
 
 

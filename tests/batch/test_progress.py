@@ -15,7 +15,7 @@ def test_text_progress_writes_a_line_per_tenth_and_a_final_one() -> None:
     stream = io.StringIO()
     result = batch.run([f"Plan feature {i}" for i in range(5)], concurrency=2, progress=TextProgress(stream, steps=5))
     lines = stream.getvalue().splitlines()
-    assert lines[0] == "batch (local): 0/5 done · 0 tokens · cost n/a"
+    assert lines[0] == "batch (local): 0/5 done · 0 tokens · $0.0000"  # nothing asked yet: nothing spent
     assert [line.split(":")[1].split("/")[0].strip() for line in lines[:-1]] == ["0", "1", "2", "3", "4", "5"]
     assert lines[-1].startswith(f"batch (local): 5/5 done · {result.state().tokens:,} tokens · cost n/a · ")
 
@@ -36,7 +36,7 @@ def test_outside_a_kernel_progress_true_is_text_and_bad_values_are_refused() -> 
 def test_the_widget_shows_counts_and_keeps_a_fixed_text_plain() -> None:
     sink = WidgetProgress(4, "process")
     assert sink._repr_mimebundle_()["text/plain"] == "<batch progress: 4 scenarios, process>"
-    sink.close(ProgressState("process", 4, done=4, ok=3, failed=1, tokens=1200))
+    sink.close(ProgressState("process", 4, done=4, ok=3, failed=1, requests=4, tokens=1200))
     assert sink.bar.value == 4 and sink.bar.bar_style == "danger"
     assert sink.text.value == "4/4 done · 1 failed · 1,200 tokens · cost n/a"
     assert repr(sink) == "<batch progress: 4 scenarios, process>"

@@ -113,7 +113,7 @@ def test_cancelling_while_ray_starts_returns_within_two_seconds_and_leaves_no_ra
         (f"slow{i}", "cancelled", 0) for i in range(4)
     ]  # every row there, none of them ever started
     assert {r["error"] for r in out["start_rows"]} == {"cancelled before it started"} and out["start_attempts"] == 0
-    assert out["start_last_line"] == "4/4 done · 4 cancelled · 0 tokens · cost n/a"
+    assert out["start_last_line"] == "4/4 done · 4 cancelled · 0 tokens · $0.0000"
     assert "starting Ray" in out["start_notes"]
     # What the abandoned start-up started was shut down: no Ray in this process, no process left.
     assert out["start_settled"] and not out["start_ray_after"]
