@@ -49,6 +49,12 @@ OutputMode = Literal["tool", "native", "prompted", "text"]
 PROMPTED_MAX_ITEMS = 4
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*|\s*```\s*$", re.IGNORECASE)
+#: A fenced code block in another language than JSON (```python ... ```): an answer's content,
+#: never the reply's JSON, whatever braces it holds.
+_CODE_BLOCK = re.compile(r"```[ \t]*(?!json\b)[\w+#.-]+[^\n]*\n.*?(?:```|\Z)", re.IGNORECASE | re.DOTALL)
+#: The keys of the prompted reply's JSON: a JSON object in the text without any of them is not a
+#: try at the format (a dict in an answer's example, say).
+_PROTOCOL_KEYS = frozenset({"messages", "recipient", "message_type", "message"})
 
 
 @dataclass
@@ -165,8 +171,9 @@ def _strip(text: str) -> str:
 
 
 def _extract_json(text: str) -> Any:
-    """The first JSON object in ``text`` (code fences and chatter around it allowed), or None."""
-    body = _strip(text)
+    """The first JSON object in ``text`` (a JSON code fence and chatter around it allowed), or
+    None. Braces inside a code block in another language (```python) do not count."""
+    body = _strip(_CODE_BLOCK.sub("", text))
     start = body.find("{")
     if start < 0:
         return None
@@ -209,11 +216,14 @@ def _json_reader(
                 prose = _prose_of(data)
                 if prose:
                     return fallback(prose)
+                if not _PROTOCOL_KEYS.intersection(data) and not _strip(text).startswith("{"):
+                    return fallback(text.strip())  # prose quoting a JSON object: the answer, as written
                 # JSON without any text to deliver: protocol debris, never a reply.
                 raise ModelRetry(f"Your JSON did not match the format: {_first_error(exc)}") from exc
         if fallback is None:
             raise ModelRetry("Reply with one JSON object only, as described in your instructions.")
-        return fallback(_strip(text))
+        # the text as the model wrote it: its code fences (```python) are part of the answer
+        return fallback(text.strip())
 
     return read
 

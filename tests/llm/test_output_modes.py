@@ -11,6 +11,7 @@ from pydantic_ai.output import NativeOutput
 
 from aklab.agent import Request, StructuredOutput
 from aklab.llm.output_modes import RUN_FALLBACK, messages_item_type, plan_output
+from tests.fakeserver import FakeOpenAI, text
 
 
 def reply_to_human(text: str) -> StructuredOutput:
@@ -126,3 +127,36 @@ def test_text_mode_is_plain_text_to_the_sender() -> None:
 def test_messages_item_type_finds_the_item_of_structured_output_only() -> None:
     assert messages_item_type(StructuredOutput) is Request
     assert messages_item_type(str) is None
+
+
+def test_prompted_mode_delivers_prose_with_code_as_written() -> None:
+    """A prose answer keeps its code fences, and braces in its code or text are not taken for
+    the reply's JSON (SmolLM2's '```python' answer lost its opening fence; a dict literal in an
+    answer was refused as malformed JSON)."""
+    plan = plan_output(StructuredOutput, "prompted", fallback=reply_to_human, recipients=["@Human"])
+    code = "```python\ndef reverse(s: str) -> str:\n    return s[::-1]\n```\n\nSlicing with a step of -1 reverses it."
+    assert read(plan.output_type, code) == reply_to_human(code)
+    config = 'Write the settings as a dict:\n```python\nSETTINGS = {"debug": 1, "name": "app"}\n```'
+    assert read(plan.output_type, config) == reply_to_human(config)
+    inline = 'Python reads {"a": 1} as a dict with one key.'
+    assert read(plan.output_type, inline) == reply_to_human(inline)
+    fenced_reply = {"messages": [{"recipient": "@Human", "message_type": "response", "message": "4"}]}
+    assert read(plan.output_type, "Here:\n```json\n" + json.dumps(fenced_reply) + "\n```") == reply_to_human("4")
+    with pytest.raises(ModelRetry):  # a JSON reply without anything to deliver is still debris
+        read(plan.output_type, '{"recipient": "@Human", "message_type": "response"}')
+
+
+def test_a_code_answer_reaches_the_human_whole_through_the_real_provider(fake_openai: FakeOpenAI) -> None:
+    """The same, end to end: pydantic-ai's OpenAI provider, a prompted-mode model, a loopback server."""
+    from aklab.lab import Lab
+    from aklab.lab.teamfile import team_from_dict
+    from aklab.llm import ModelConfig
+
+    code = "```python\ndef reverse(s):\n    return s[::-1]\n```\nIt slices the string backwards."
+    fake_openai.push(text(code))
+    solo = {"name": "solo", "entry": "Solo", "roles": [{"role": "Solo", "prompt": "You are Solo."}]}
+    cfg = ModelConfig(
+        provider="openai-compatible", model="fake", base_url=fake_openai.url, retries=0, output_mode="prompted"
+    )
+    with Lab(team_from_dict(solo), model=cfg) as lab:
+        assert [m.content for m in lab.ask("Reverse a string in Python.", timeout=10)] == [code]
