@@ -209,6 +209,8 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         """Fire ``name``. The model may fire only members of roles it routes to; an operator
         (a person's ``/fire_member``) anyone but a person or the entry agent."""
         member = self.get_team_member(name)
+        if member is None and not name.startswith("@"):
+            member = self.get_team_member(f"@{name}")  # "/fire_member Developer", as /hire_member is spelled
         if member is None:
             return False
         if member.is_user_proxy:

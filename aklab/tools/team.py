@@ -61,7 +61,8 @@ class TeamTool(ToolCard):
         def fire_member(name: str) -> str:
             """Fire a member by name."""
             if not host.fire(name, by_operator=True):
-                raise ValueError(f"{name} is not a member of the team")
+                members = ", ".join(sorted(m.name for m in host.team_members()))
+                raise ValueError(f"{name} is not a member of the team (members: {members})")
             return f"{name} fired"
 
         def team_members() -> str:

@@ -120,12 +120,18 @@ def test_a_human_can_drive_an_agent_with_slash_commands(system: ActorSystem) -> 
     team.say(manager, "/hire_member Developer name=@Ada")
     team.say(manager, "/team_members")
     team.say(manager, "/fire_member @Nobody")
+    team.say(manager, "/fire_member Ada")  # the name without its @, as /hire_member takes a role
+    team.say(manager, "/team_members")
     team.say(manager, "/no_such_command falls through to the model")
     team.settle()
     replies = [(m.type, m.content) for m in team.inbox.messages]
     assert replies[0] == ("notification", "@Ada (Developer)")
     assert replies[1] == ("notification", "- @Ada (Developer)\n- @Human (Human)\n- @Manager (Manager)")
-    assert replies[2] == ("notification", "Error in /fire_member: @Nobody is not a member of the team")
+    assert replies[2] == (
+        "notification",
+        "Error in /fire_member: @Nobody is not a member of the team (members: @Ada, @Human, @Manager)",
+    )
+    assert replies[3:5] == [("notification", "Ada fired"), ("notification", "- @Human (Human)\n- @Manager (Manager)")]
     assert len(seen) == 1  # only the unknown command reached the model
     prompt = _last_user_text(seen[0])
     assert "Operator action by @Human: /hire_member Developer name=@Ada" in prompt
