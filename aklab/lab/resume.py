@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from aklab.agent import AgentMessage
     from aklab.core import TeamGuard
     from aklab.lab.session import Lab
-    from aklab.llm import LlmUsageEvent
+    from aklab.llm import LlmUsageEvent, ModelConfig
     from aklab.store import EventStore, StoredRecord, TeamInfo
     from aklab.tools.planning import PlanningTask
 
@@ -675,6 +675,38 @@ def record_cancellations(team_log: Any) -> Any:
         team_log.record(EventMessage(event=AskCancelledEvent(ask_id=ask_id, reason=reason), ask_id=ask_id))
 
     return record
+
+
+def model_to_store(cfg: ModelConfig) -> dict[str, Any]:
+    """A lab's model as the event store keeps it for a resume: the fields given (a key's
+    variable name at most, never a key), a ``base_url`` without the credentials a URL may hold."""
+    from aklab.secrets import shown_url
+
+    given = cfg.model_dump(mode="json", exclude_defaults=True)
+    given.update(provider=cfg.provider, model=cfg.model)
+    if cfg.base_url is not None:
+        given["base_url"] = shown_url(cfg.base_url)
+    return given
+
+
+def stored_model(metadata: dict[str, Any]) -> str | ModelConfig | None:
+    """The model a stored team ran on (given to its lab as a spec or a ``ModelConfig``), or
+    None when it ran on its team's own models."""
+    from aklab.llm import ModelConfig
+
+    if metadata.get("model"):
+        return str(metadata["model"])
+    given = metadata.get("model_config")
+    if not isinstance(given, dict):
+        return None
+    try:
+        return ModelConfig(**given)
+    except ConfigError as exc:
+        label = f"{given.get('provider')}:{given.get('model')}"
+        raise ConfigError(
+            f"the stored team ran on {label}, which this aklab cannot read back ({exc}); "
+            "resume it with Lab.resume(..., model=...)"
+        ) from None
 
 
 def stored_guard(data: Any) -> TeamGuard | None:

@@ -121,11 +121,15 @@ class Lab:
         """
         spec = resolve_team(team, trust=trust)
         # how to find this team again on resume: a built-in name or a file, and a model spec
-        self._origin: dict[str, str] = {}
+        self._origin: dict[str, Any] = {}
         if isinstance(team, str | Path) and not isinstance(team, TeamSpec):
             self._origin["team"] = str(Path(team).resolve()) if Path(team).suffix else str(team)
         if isinstance(model, str):
             self._origin["model"] = model
+        elif isinstance(model, ModelConfig) and isinstance(model.model, str):
+            from aklab.lab.resume import model_to_store
+
+            self._origin["model_config"] = model_to_store(model)
         if model is not None:
             spec = spec.with_model(ModelConfig.parse(model) if isinstance(model, str) else model)
         spec = spec.map_models(serve_if_needed)  # local:smollm2 and nothing serving it: aklab's own server
@@ -218,8 +222,10 @@ class Lab:
             link.close()
         if spec is None:
             spec = _stored_spec(stored.info, trust)
-        if model is None and stored.info.metadata.get("model"):
-            model = str(stored.info.metadata["model"])
+        if model is None:
+            from aklab.lab.resume import stored_model
+
+            model = stored_model(stored.info.metadata)
         if guard is None:
             from aklab.lab.resume import stored_guard
 
@@ -324,7 +330,7 @@ class Lab:
         message = AgentMessage(content=text)
         message.ask_id = message.id
         self.last_ask_id = message.id
-        self.system.proxy_tell(self.human, HumanProxy).send(target, message)
+        self.system.proxy_ask(self.human, HumanProxy).send(target, message)
         return start, message.id
 
     def _agent_names(self) -> str:

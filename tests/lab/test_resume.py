@@ -181,3 +181,31 @@ def resume_and_finish_the_relay_once(path: Path, **resume: Any) -> None:
     )
     assert len(to_agents) == 3  # the question, the request to the Developer, its answer
     assert all(finished[m] == 1 for m in to_agents), finished  # none missing, none finished twice
+
+
+SENT_THEN_KILLED = textwrap.dedent(
+    """
+    import os, signal, sys
+    from aklab.lab import Lab
+    from tests.lab.test_resume import _relay
+    lab = Lab(_relay("42"), store=sys.argv[1])
+    lab.send("What is the answer?")
+    os.kill(os.getpid(), signal.SIGKILL)  # the kernel dies the moment send() has returned
+    """
+)
+
+
+def test_a_question_sent_is_kept_even_when_the_kernel_dies_as_send_returns(tmp_path: Path) -> None:
+    """What aklab said it sent (`%ask --bg` printed "Sent to @Manager") survives a crash at once
+    after; send() returned before the person's message was stored, and such a crash lost it."""
+    path = tmp_path / "events.sqlite3"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    child = subprocess.run(
+        [sys.executable, "-c", SENT_THEN_KILLED, str(path)], cwd=ROOT, env=env, capture_output=True, timeout=120
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr.decode()[-2000:]
+    with Lab.resume(store=path, spec=_relay("42")) as lab:
+        assert lab.resume_report is not None and "1 message(s) re-delivered" in lab.resume_report
+        assert lab.wait(20)
+        assert [m.content for m in lab.replies()] == ["relayed: 42"]
+        assert lab.transcript(limit=10)[0].content == "What is the answer?"

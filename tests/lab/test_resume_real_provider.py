@@ -69,6 +69,46 @@ def test_a_team_on_a_real_provider_resumes_with_its_histories_whole(
     assert "Question 0?" in wire and "Question 8?" in wire and "Question 9?" in wire
 
 
+def test_a_resume_without_a_model_goes_back_to_the_model_the_team_ran_on(
+    fake_openai: FakeOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`%aklab model local:smollm2 --temperature 0.3`, a restart, `%aklab resume`: the team came
+    back on the demo model, because only a model given as a spec string was stored. Now the
+    lab's ModelConfig is (its key's variable name at most; a URL's credentials never)."""
+    fake_openai.default = _answer
+    monkeypatch.setenv("FAKE_KEY_VAR", "dummy-key-for-the-loopback-fake")
+    path = tmp_path / "events.sqlite3"
+    with_login = fake_openai.url.replace("http://", "http://someone:pw-not-kept@")
+    cfg = ModelConfig(
+        provider="openai-compatible",
+        model="fake",
+        base_url=with_login,
+        temperature=0.3,
+        output_mode="prompted",
+        api_key_env="FAKE_KEY_VAR",
+    )
+    with Lab(team_from_dict(SOLO), model=cfg, store=path) as lab:
+        assert [m.content for m in lab.ask("Question 0?", timeout=20)] == ["Answer to Question 0?"]
+        team_id = lab.team_id
+    with SqliteStore(path) as store:
+        (info,) = [t for t in store.teams() if t.team_id == team_id]
+    assert "dummy-key" not in str(info.metadata) and "pw-not-kept" not in str(info.metadata)
+    assert info.metadata["model_config"] == {
+        "provider": "openai-compatible",
+        "model": "fake",
+        "base_url": fake_openai.url,
+        "api_key_env": "FAKE_KEY_VAR",
+        "temperature": 0.3,
+        "output_mode": "prompted",
+    }
+    asked = len(fake_openai.bodies)
+    with Lab.resume(store=path, spec=team_from_dict(SOLO)) as again:
+        assert [m.content for m in again.ask("Question 1?", timeout=20)] == ["Answer to Question 1?"]
+        assert set(again.usage()["model"]) == {"openai-compatible:fake"}
+    (body,) = fake_openai.bodies[asked:]
+    assert body["temperature"] == 0.3 and "Reply with one JSON object" in str(body["messages"])
+
+
 ROOT = Path(__file__).resolve().parents[2]
 RELAY = {
     "name": "relay",
