@@ -247,6 +247,12 @@ class ActorSystem:
         """A proxy whose method calls block and return the actor's result."""
         return cast(A, _AskProxy(address, self.ask_timeout))
 
+    @staticmethod
+    def on_thread_of(address: ActorAddress) -> bool:
+        """Whether the calling code runs on ``address``'s own thread (where asking it would
+        wait for ever): an ``EventSubscriber`` fed while that actor records, say."""
+        return ACTOR_THREADS.get(address.ref.actor_urn) == threading.get_ident()
+
     def proxy_tell(self, address: ActorAddress, actor_class: type[A] | None = None) -> A:
         """A proxy whose method calls are queued and return ``None`` at once."""
         return cast(A, _TellProxy(self, address))

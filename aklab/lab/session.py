@@ -330,7 +330,14 @@ class Lab:
         message = AgentMessage(content=text)
         message.ask_id = message.id
         self.last_ask_id = message.id
-        self.system.proxy_ask(self.human, HumanProxy).send(target, message)
+        # Asked, not told: the human's actor stores the message as it sends it, so what send()
+        # returned for survives a crash right after (on that actor's own thread, e.g. from a
+        # listener it feeds, it can only be queued).
+        system = self.system
+        if system.on_thread_of(self.human):
+            system.proxy_tell(self.human, HumanProxy).send(target, message)
+        else:
+            system.proxy_ask(self.human, HumanProxy).send(target, message)
         return start, message.id
 
     def _agent_names(self) -> str:

@@ -43,6 +43,27 @@ def test_ask_returns_what_reached_the_human_and_the_transcript_has_every_hop(lab
     ]
 
 
+def test_a_listener_fed_on_the_humans_thread_can_send_without_waiting_for_ever(lab: Lab) -> None:
+    """send() waits for the human's actor to store the message, except on that actor's own
+    thread (a listener fed as it records), where waiting would never end: there it queues."""
+    from aklab.core import SentMessage
+
+    followed = threading.Event()
+
+    def follow_up(record: Message) -> None:
+        first = isinstance(record, SentMessage) and record.message.content == "Plan the login page"
+        if first and not followed.is_set() and record.recipient is not None and record.recipient.name == "@Manager":
+            followed.set()
+            lab.send("And the search box")
+
+    lab.recorder.listeners.append(follow_up)
+    lab.send("Plan the login page")
+    assert followed.wait(10) and lab.wait(20)
+    asked = [m.content for m in lab.transcript() if m.sender is not None and m.sender.name == "@Human"]
+    assert asked == ["Plan the login page", "And the search box"]
+    assert len(lab.replies()) == 2
+
+
 def test_usage_has_one_row_per_agent_with_tokens(lab: Lab) -> None:
     lab.ask("Plan the login page", timeout=20)
     frame = lab.usage()
