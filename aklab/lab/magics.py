@@ -317,7 +317,11 @@ class AklabMagics(Magics):
             self._show(lab, ask_id, start, fmt, args.out)
             raise AskInterrupted(f"interrupted. {summary}") from None
         result = self._show(lab, ask_id, start, fmt, args.out, display_it=False)
+        told = {n.sender.name for n in result.notices if n.sender is not None}
         for error in lab.errors(since=seen_errors):
+            who, _, rest = error.partition(": ")
+            if rest.startswith("ModelError: ") and who in told:
+                continue  # the same failure the cell shows as that agent's notice, said once
             print(f"aklab: {error}", file=sys.stderr)
         if not done:
             self._display(result)

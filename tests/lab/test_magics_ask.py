@@ -124,6 +124,22 @@ def test_errors_fail_the_cell_and_show_one_line(shell: InteractiveShell, capsys:
     assert "@Manager (response)" in out
 
 
+def test_a_model_failure_is_said_once_as_the_agents_notice(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Nothing listening at the server's address (Ollama not started): the cell shows the
+    notice "@Manager could not answer: cannot reach the model server ...", and not that
+    failure a second time as an "aklab: @Manager: ModelError: ..." line."""
+    unreachable = ModelConfig.parse("openai-compatible:nothing", base_url="http://127.0.0.1:9/v1", retries=0)
+    set_lab(Lab("dev-team", model=unreachable))
+    result = shell.run_cell("%ask What is 2+2?")
+    captured = capsys.readouterr()
+    assert result.error_in_exec is None
+    assert "@Manager could not answer: cannot reach the model server at http://127.0.0.1:9" in captured.out
+    assert "ModelError" not in captured.out + captured.err
+    assert get_lab().errors() and "ModelError" in get_lab().errors()[0]  # the library still lists it
+
+
 def test_usage_by_run_fits_the_notebook_and_the_value_keeps_full_values(
     shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
 ) -> None:
