@@ -9,7 +9,10 @@ from aklab.agent.output_models import Intent
 from aklab.core import ActorAddress, EventMessage, Message, SentMessage
 from aklab.lab.panels import Dashboard, TranscriptModel, attach_panels
 from aklab.lab.session import Lab
+from aklab.lab.teamfile import team_from_dict
+from aklab.llm import ModelConfig
 from aklab.llm.streaming import OutputStreamEvent
+from tests.fakeserver import FakeOpenAI, output
 
 LIVE = 'class="aklab-live"'
 REAL = 'class="aklab-msg"'
@@ -180,6 +183,39 @@ def test_a_real_team_shows_drafts_while_it_works_and_none_once_done() -> None:
             page = html(board)
             assert page.count(LIVE) == 0 and page.count(REAL) == 4
             assert repr(board.transcript) == "<TranscriptPanel: 4 messages>"
+        finally:
+            lab.recorder.listeners.remove(watch)
+            board.close()
+
+
+def test_drafts_stream_in_through_the_real_provider_and_settle_into_the_sent_message(
+    fake_openai: FakeOpenAI,
+) -> None:
+    """Tool mode over pydantic-ai's OpenAI provider, the loopback server streaming the output
+    tool's arguments a few characters at a time: the transcript shows the message growing as a
+    draft (what OutputStreamer reads from the real chunks), then only the sent message."""
+    answer = "Paris is the capital of France, on the Seine. " * 3
+    reply = {"messages": [{"recipient": "@Human", "message_type": "response", "message": answer.strip()}]}
+    fake_openai.default = output(reply)
+    cfg = ModelConfig(provider="openai-compatible", model="fake", base_url=fake_openai.url, output_mode="tool")
+    solo = {"name": "solo", "entry": "Solo", "roles": [{"role": "Solo", "prompt": "You are Solo."}]}
+    with Lab(team_from_dict(solo), model=cfg, store=False) as lab:
+        board = attach_panels(lab)
+        drafts: list[str] = []
+
+        def watch(record: Message) -> None:
+            if isinstance(record, EventMessage) and isinstance(record.event, OutputStreamEvent):
+                drafts.append(record.event.text)
+
+        lab.recorder.listeners.append(watch)
+        try:
+            assert [m.content for m in lab.ask("What is the capital of France?", timeout=20)] == [answer.strip()]
+            board.flush()
+            assert fake_openai.bodies[0]["stream"] is True
+            assert len(drafts) >= 2 and len(set(drafts)) >= 2  # the draft grew over several chunks
+            assert all(answer.strip().startswith(d) for d in drafts if d)
+            page = html(board)
+            assert page.count(LIVE) == 0 and page.count(REAL) == 2
         finally:
             lab.recorder.listeners.remove(watch)
             board.close()
