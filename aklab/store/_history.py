@@ -67,6 +67,7 @@ ASK_COLUMNS = [
     "last_at",
     "question",
     "agents",
+    "models",
     "runs",
     "requests",
     "input_tokens",
@@ -321,6 +322,7 @@ def _asks_frame(
         sums = grouped[["requests", *_TOKENS]].sum(min_count=1)
         sums["cost_usd"] = _sum_cost(asked, ["ask_id"])
         sums["agents"] = grouped["agent"].nunique()
+        sums["models"] = grouped["model"].agg(lambda m: ", ".join(sorted({str(x) for x in m if isinstance(x, str)})))
         sums["runs"] = grouped["run_id"].nunique()
     asks = asks.merge(sums, how="left", left_on="ask_id", right_index=True)
     for c in ["requests", "agents", "runs"]:
@@ -328,6 +330,7 @@ def _asks_frame(
     for c in _TOKENS:
         asks[c] = asks.get(c, pd.Series(dtype="float64")).astype("Int64")
     asks["cost_usd"] = asks.get("cost_usd", pd.Series(dtype="float64")).astype("Float64")
+    asks["models"] = asks.get("models", pd.Series(dtype="object")).fillna("")  # "" when no model was asked
     asks = asks.sort_values("first_at", kind="stable").reset_index(drop=True)
     return asks[ASK_COLUMNS]
 

@@ -125,13 +125,15 @@ def test_an_asks_cost_is_the_sum_of_its_requests_and_unknown_if_any_is_unpriced(
             store.append(question, team)
         store.append(usage("priced", cost_usd=0.01, input_tokens=10, output_tokens=5), team)
         store.append(usage("priced", cost_usd=0.02, input_tokens=20, output_tokens=5, run_id="r2"), team)
-        store.append(usage("mixed", cost_usd=0.5), team)
+        store.append(usage("mixed", cost_usd=0.5, model="openai:gpt-4.1"), team)
         store.append(usage("mixed", cost_usd=None, input_tokens=None, output_tokens=None), team)
         h = history(store)
     asks = h.asks.set_index("ask_id")
     assert asks.loc["priced", "cost_usd"] == pytest.approx(0.03) and asks.loc["priced", "total_tokens"] == 40
     assert asks.loc["priced", "runs"] == 2 and asks.loc["priced", "question"] == "question priced"
     assert asks["cost_usd"].isna()["mixed"] and asks.loc["mixed", "requests"] == 2
+    # the models each ask used, to compare models across sessions (h.asks.groupby("models"))
+    assert asks.loc["priced", "models"] == "demo" and asks.loc["mixed", "models"] == "demo, openai:gpt-4.1"
     assert str(h.usage["input_tokens"].dtype) == "Int64"  # an unknown count stays <NA>, as in lab.usage()
     runs = h.runs.set_index("run_id")
     assert runs.loc["r2", "cost_usd"] == pytest.approx(0.02)
