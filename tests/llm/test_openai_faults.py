@@ -386,3 +386,24 @@ def test_tokens_the_server_reports_are_recorded_as_reported(fake_openai: FakeOpe
         lab.ask(QUESTION, timeout=ASK_TIMEOUT)
         events = [e for e in lab.recorder.usage if e.agent == "@Solo"]
     assert [(e.input_tokens, e.output_tokens, e.estimated) for e in events] == [(123, 45, False)]
+
+
+#: What llama.cpp's server answers (HTTP 400) when a prompt does not fit its context.
+LLAMA_CPP_FULL = "the request exceeds the available context size, try increasing it (n_prompt_tokens=5120, n_ctx=4096)"
+
+
+def test_a_full_context_compacts_the_history_and_asks_once_more(fake_openai: FakeOpenAI) -> None:
+    """A server that refuses a prompt as too long (llama.cpp's words, HTTP 400): the history is
+    compacted and the same question asked once more, with a shorter prompt; a context that stays
+    full ends in one notice saying /compact or /clear, and the team goes on answering."""
+    with solo_lab(fake_openai, output_mode="prompted", context_length=1000) as lab:
+        fake_openai.push(reply_to_human("x" * 3000))
+        assert [m.content for m in lab.ask("Write a long text.", timeout=ASK_TIMEOUT)] == ["x" * 3000]
+        fake_openai.push(http_error(400, LLAMA_CPP_FULL), reply_to_human("It fits now."))
+        assert [m.content for m in lab.ask(QUESTION, timeout=ASK_TIMEOUT)] == ["It fits now."]
+        refused, retried = (len(str(b["messages"])) for b in fake_openai.bodies[1:3])
+        assert retried < refused * 0.6, (refused, retried)  # the long answer left the history
+        fake_openai.default = always(http_error(400, LLAMA_CPP_FULL))
+        messages = lab.ask("And now?", timeout=ASK_TIMEOUT)
+        assert_answered_or_told(messages, "context full")
+        assert_answers_afterwards(lab, fake_openai)
