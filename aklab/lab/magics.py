@@ -211,8 +211,10 @@ class AklabMagics(Magics):
                 resumed = Lab.resume(value)
                 set_lab(resumed)
                 print(resumed.resume_report)
+                _warn_servers(resumed, "Lab.resume(..., model=...)")
             elif action == "team":
                 set_lab(_new_lab(value or "dev-team"))
+                _warn_servers(self._lab(), "the team file's base_url")
             elif action == "model":
                 model_cfg = parse_model(value or "")
                 resolve(model_cfg).close()  # a bad spec fails here, before the team restarts
@@ -530,6 +532,16 @@ def _batch(line: str) -> Any:
         retries=args.retries,
         timeout_s=args.timeout,
     )
+
+
+def _warn_servers(lab: Lab, address: str) -> None:
+    """Say at once when a self-hosted server the team's models name does not answer (or, for
+    Ollama, lacks the model), as ``%aklab model`` does, instead of at the first ask."""
+    from aklab.llm.preflight import team_server_warnings
+
+    cfgs = [c.config.model_cfg for c in lab.spec.cards if hasattr(c.config, "model_cfg")]
+    for warning in team_server_warnings(cfgs, address=address):
+        print(warning)
 
 
 def _new_lab(team: str) -> Lab:

@@ -16,11 +16,12 @@ import json
 import os
 import urllib.error
 import urllib.request
+from collections.abc import Iterable
 
 from aklab.llm.config import ModelConfig
 from aklab.secrets import shown_url
 
-__all__ = ["PROBE_TIMEOUT", "TAB_TIMEOUT", "ollama_models", "server_warning"]
+__all__ = ["PROBE_TIMEOUT", "TAB_TIMEOUT", "ollama_models", "server_warning", "team_server_warnings"]
 
 #: Seconds the look may take.
 PROBE_TIMEOUT = 1.0
@@ -69,8 +70,9 @@ def ollama_models(timeout: float = TAB_TIMEOUT) -> list[str]:
     return _listed(body) or []
 
 
-def server_warning(cfg: ModelConfig, *, timeout: float = PROBE_TIMEOUT) -> str | None:
-    """One line on what stops the server ``cfg`` names from answering the team, or None."""
+def server_warning(cfg: ModelConfig, *, timeout: float = PROBE_TIMEOUT, address: str = "--base-url") -> str | None:
+    """One line on what stops the server ``cfg`` names from answering the team, or None.
+    ``address``: where the user sets the server's address (``%aklab model``'s option, a team file)."""
     from aklab.llm import local_auto
     from aklab.llm.profiles import family
 
@@ -91,7 +93,7 @@ def server_warning(cfg: ModelConfig, *, timeout: float = PROBE_TIMEOUT) -> str |
         where = shown_url(base_url, path=False)
         return (
             f"warning: nothing answers at {where} yet{start}; the team's asks fail until it does "
-            "(check the address: --base-url" + (", $OLLAMA_HOST)" if ollama else ")")
+            f"(check the address: {address}" + (", $OLLAMA_HOST)" if ollama else ")")
         )
     listed = _listed(body)
     if ollama and listed is not None and not _has(listed, cfg.model):
@@ -101,3 +103,18 @@ def server_warning(cfg: ModelConfig, *, timeout: float = PROBE_TIMEOUT) -> str |
             f"ollama pull {cfg.model} fetches it"
         )
     return None
+
+
+def team_server_warnings(cfgs: Iterable[ModelConfig], *, address: str) -> list[str]:
+    """``server_warning`` for each distinct self-hosted server a team's models name, once each."""
+    seen: set[tuple[str, str, str | None]] = set()
+    warnings = []
+    for cfg in cfgs:
+        key = (cfg.provider, str(cfg.model), cfg.base_url)
+        if key in seen:
+            continue
+        seen.add(key)
+        warning = server_warning(cfg, address=address)
+        if warning is not None:
+            warnings.append(warning)
+    return warnings

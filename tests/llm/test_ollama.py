@@ -5,6 +5,8 @@ is pydantic-ai's real ``OpenAIChatModel``, built by aklab from the spec as a use
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
@@ -151,6 +153,39 @@ def test_switching_to_a_server_that_is_not_up_says_so_at_once(
     assert f"{nothing}; the team's asks fail" in _switch(capsys, compatible)
     with FakeOpenAI(model_ids=("anything",)) as up:  # llama.cpp answers whatever model a request names
         assert "warning" not in _switch(capsys, f"local:qwen3 --base-url {up.url}")
+
+
+def test_a_team_file_or_a_resume_on_a_server_that_is_not_up_says_so_at_once(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`%aklab team FILE` and `%aklab resume` check the servers their models name as `%aklab
+    model` does (once per server), instead of leaving it to the first ask's notice."""
+    monkeypatch.setenv("AKLAB_STORE", str(tmp_path / "events.sqlite3"))  # the tests' default keeps none
+    with FakeOpenAI(model_ids=("llama3.2:3b",)) as fake:
+        monkeypatch.setenv("OLLAMA_HOST", f"127.0.0.1:{fake.port}")
+        team = tmp_path / "pair.toml"
+        team.write_text(
+            'name = "pair"\nentry = "Lead"\nmodel = "ollama:qwen3"\n'
+            '[[roles]]\nrole = "Lead"\nroutes_to = ["Helper"]\n[[roles]]\nrole = "Helper"\n'
+        )
+        ip = InteractiveShell.instance()
+        ip.run_cell("%load_ext aklab")
+        try:
+            assert ip.run_cell(f"%aklab team {team}").error_in_exec is None
+            out = capsys.readouterr().out
+            assert out.count("warning: ") == 1 and "has no model 'qwen3' (it has: llama3.2:3b)" in out
+            get_lab().send("ping")  # asked once, so that a resume finds it
+            get_lab().wait(10)
+            set_lab(None)
+        finally:
+            set_lab(None)
+    nothing = f"warning: nothing answers at http://127.0.0.1:{fake.port} yet (start it: ollama serve)"
+    try:
+        assert ip.run_cell("%aklab resume").error_in_exec is None
+        out = capsys.readouterr().out
+        assert "resumed team 'pair'" in out and nothing in out and "Lab.resume(..., model=...)" in out
+    finally:
+        set_lab(None)
 
 
 def test_tab_after_ollama_offers_the_models_the_server_has(monkeypatch: pytest.MonkeyPatch) -> None:
