@@ -27,6 +27,12 @@ def get_lab() -> Lab:
         return _lab
 
 
+def running_lab() -> Lab | None:
+    """The notebook's lab if one runs, without starting one."""
+    with _lock:
+        return _lab
+
+
 def current_spec() -> Any:
     """The team the notebook's lab runs (its ``TeamSpec``), else the team it would start
     with (``%config Aklab.default_team``), without starting one: ``%aklab model`` restarts

@@ -207,6 +207,7 @@ class AklabMagics(Magics):
                 assert value is not None  # parse_aklab requires TEAM
                 print(aklab.forget(value))
                 return None
+            left = _left_unfinished() if action in ("resume", "team", "model") else None
             if action == "resume":
                 resumed = Lab.resume(value)
                 set_lab(resumed)
@@ -227,6 +228,8 @@ class AklabMagics(Magics):
                     print(warning)
             elif action == "dashboard":
                 return self._lab().dashboard()
+            if left is not None:
+                print(left)
             print(self._lab().status())
         except AklabError as exc:
             _fail(exc)
@@ -532,6 +535,20 @@ def _batch(line: str) -> Any:
         retries=args.retries,
         timeout_s=args.timeout,
     )
+
+
+def _left_unfinished() -> str | None:
+    """What switching to another team stops of the running one (closing a lab interrupts its
+    runs), to say once the switch is made; None when it was idle."""
+    from aklab.lab import running_lab
+
+    old = running_lab()
+    active = {a.ask_id for a in old.system.asks.active()} if old is not None else set()
+    if old is None or not active:
+        return None
+    questions = [m.content for m in old.transcript() if m.id in active]
+    shown = ", ".join(repr(q if len(q) <= 60 else q[:59] + "…") for q in questions) or f"{len(active)} ask(s)"
+    return f"note: the previous team was still working on {shown}; the switch stopped it (ask again for an answer)"
 
 
 def _warn_servers(lab: Lab, address: str) -> None:

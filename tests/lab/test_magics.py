@@ -21,6 +21,7 @@ from aklab.lab.magics import UsageError, parse_aklab, parse_ask, parse_member, p
 from aklab.lab.result import AskResult
 from aklab.lab.session import Lab
 from aklab.lab.teams import TeamSpec
+from aklab.llm import ModelConfig
 from tests.helpers import card
 
 
@@ -222,3 +223,19 @@ def test_load_ext_imports_neither_pydantic_ai_nor_pandas() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_switching_the_team_while_it_works_says_which_ask_it_stopped(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`%aklab model` (or team, resume) closes the running team, which interrupts its runs:
+    the user is told which question went unanswered, instead of finding out later."""
+    set_lab(Lab("dev-team", model=ModelConfig(demo_latency=30.0)))  # thinks long enough to be switched
+    run(shell, capsys, "%ask --bg Plan the release.")
+    _, out = run(shell, capsys, "%aklab model demo:aklab-demo")
+    assert out.startswith(
+        "note: the previous team was still working on 'Plan the release.'; the switch stopped it "
+        "(ask again for an answer)\nteam 'dev-team'"
+    )
+    _, out = run(shell, capsys, "%aklab model demo:aklab-demo")  # an idle team: nothing to say
+    assert out.startswith("team 'dev-team'")
