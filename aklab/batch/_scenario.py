@@ -140,7 +140,8 @@ def _from_mapping(row: Mapping[str, Any], *, default_id: str) -> Scenario:
     if not turns:
         turns = data.get("question")
     if not turns:
-        raise ConfigError(f"scenario {sid!r}: give a 'question' or 'turns' field")
+        fields = ", ".join(sorted(k for k, v in data.items() if v not in (None, ""))) or "none"
+        raise ConfigError(f"scenario {sid!r}: give a 'question' or 'turns' field (it has: {fields})")
     metadata = dict(data.get("metadata") or {})
     metadata.update({k: v for k, v in data.items() if k not in (*_FIELDS, "metadata")})
     expected = data.get("expected")
@@ -172,7 +173,7 @@ def load_scenarios(path: str | Path) -> list[Scenario]:
         if suffix == ".csv":
             rows = list(csv.DictReader(text.splitlines()))
         elif suffix == ".jsonl":
-            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+            rows = _jsonl(text)
         elif suffix in (".yaml", ".yml"):
             import yaml
 
@@ -197,5 +198,24 @@ def load_scenarios(path: str | Path) -> list[Scenario]:
         raise ConfigError(f"scenario file {path.name!r}: {exc}") from exc
 
 
+def _jsonl(text: str) -> list[Any]:
+    """One JSON value a line; an error names the file's line, not a column of the fragment."""
+    rows = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"line {number}, column {exc.colno}: {exc.msg}") from exc
+    return rows
+
+
 def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    """The error's first line, with where a YAML error is (its ``problem_mark``: 1-based line)."""
+    line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    mark = getattr(exc, "problem_mark", None)
+    if mark is not None and getattr(mark, "line", None) is not None:
+        problem = getattr(exc, "problem", None)
+        return f"line {mark.line + 1}: {problem or line}"
+    return line

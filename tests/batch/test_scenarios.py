@@ -74,9 +74,17 @@ def test_csv_jsonl_and_yaml_files_load_the_same_scenarios(tmp_path: Path) -> Non
 
 def test_unreadable_or_missing_files_say_which_and_why(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
-    bad.write_text("{not json\n")
-    with pytest.raises(ConfigError, match=r"bad\.jsonl.*cannot be read"):
-        load_scenarios(bad)
+    bad.write_text('{"id": "fine", "question": "hi"}\n\n{not json\n')
+    with pytest.raises(ConfigError, match=r"^scenario file 'bad\.jsonl' cannot be read: line 3, column 2: Expecting"):
+        load_scenarios(bad)  # the file's line, not a column of the line's own JSON
+    bad_yaml = tmp_path / "bad.yaml"
+    bad_yaml.write_text("- id: a\n  question: hi\n- id: b\n  turns: [\n")
+    with pytest.raises(ConfigError, match=r"^scenario file 'bad\.yaml' cannot be read: line 5: "):
+        load_scenarios(bad_yaml)
+    renamed = tmp_path / "renamed.csv"
+    renamed.write_text("id,prompt\nq1,hello\n")
+    with pytest.raises(ConfigError, match=r"scenario 'q1': give a 'question' or 'turns' field \(it has: id, prompt\)"):
+        load_scenarios(renamed)  # what the file has instead, so a renamed column is seen at once
     with pytest.raises(ConfigError, match="no scenario file"):
         load_scenarios(tmp_path / "missing.csv")
     odd = tmp_path / "s.txt"
