@@ -45,6 +45,7 @@ them is refused with a one-line error saying how to trust it.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import math
 import os
@@ -150,6 +151,33 @@ def _field_error(exc: ValidationError, kind: str) -> str:
     return f"{field}: {error['msg']}"
 
 
+def _team_error(exc: ValidationError) -> str:
+    """One line for a team file's problem. A misspelt key (``promt``, ``[[rolse]]``) is named
+    first, with the key it resembles: its error says more than the "required" one it causes."""
+    errors = exc.errors()
+    for error in errors:
+        if error["type"] != "extra_forbidden":
+            continue
+        *parent, key = (str(p) for p in error["loc"])
+        model: type[BaseModel] | None = (
+            _Team if not parent else _Role if len(parent) == 2 and parent[0] == "roles" else None
+        )
+        if len(parent) == 3 and parent[0] == "roles":  # a limits table
+            tables: dict[str, type[BaseModel]] = {
+                "run_usage_limits": RunUsageLimits,
+                "agent_usage_limits": AgentUsageLimits,
+            }
+            model = tables.get(parent[2])
+        if model is None:
+            return f"{'.'.join([*parent, key])}: {error['msg']}"
+        known = list(model.model_fields)
+        close = difflib.get_close_matches(key, known, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(known)})"
+        return f"{'.'.join([*parent, key])}: unknown key{hint}"
+    first = errors[0]
+    return f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}"
+
+
 def _check_limits(role: _Role, *, where: str) -> None:
     """Every usage limit a role sets is a positive whole number (a cap of 0 or -1 is a typo, not "no cap")."""
     for name in ("run_usage_limits", "agent_usage_limits"):
@@ -187,9 +215,7 @@ def team_from_dict(data: dict[str, Any], *, source: str = "team", trust: Iterabl
     try:
         team = _Team.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(f"{source}: {where}: {first['msg']}") from exc
+        raise ConfigError(f"{source}: {_team_error(exc)}") from exc
     seen: dict[str, int] = {}
     for i, role in enumerate(team.roles):
         if role.role in seen:

@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from aklab.errors import AklabError
 from aklab.llm.usage import AgentUsageSummary, UsageTotals
@@ -53,6 +53,8 @@ class AgentUsageLimitError(UsageLimitError):
 
 class RunUsageLimits(BaseModel):
     """Budget for one run; counts reset every run. ``None`` means no cap."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt limit is an error, not a cap silently unset
 
     run_request_limit: int | None = 50
     tool_calls_limit: int | None = None
@@ -91,6 +93,8 @@ class UsageLimits(RunUsageLimits):
 
 class AgentUsageLimits(BaseModel):
     """Budget for the agent's whole life. All ``None`` (the default) never blocks."""
+
+    model_config = ConfigDict(extra="forbid")
 
     agent_request_limit: int | None = None
     """How many runs the agent may start."""

@@ -100,7 +100,22 @@ def test_the_same_team_in_yaml(tmp_path: Path) -> None:
     ("text", "message"),
     [
         ('name = "x"\nentry = "A"\n[[roles]]\nrole = "B"\n', "role 'A' is used but not defined"),
-        ('name = "x"\nentry = "A"\n[[roles]]\nrole = "A"\ncolour = "red"\n', "roles.0.colour: Extra inputs"),
+        (
+            'name = "x"\nentry = "A"\n[[roles]]\nrole = "A"\ncolour = "red"\n',
+            r"roles\.0\.colour: unknown key \(known: role, ",
+        ),
+        (
+            'name = "x"\nentry = "A"\n[[roles]]\nrole = "A"\npromt = "Hi"\n',
+            r"roles\.0\.promt: unknown key \(did you mean 'prompt'\?\)",
+        ),
+        (
+            'name = "x"\nentry = "A"\n[[rolse]]\nrole = "A"\n',
+            r"team\.toml: rolse: unknown key \(did you mean 'roles'\?\)",
+        ),
+        (
+            'name = "x"\nentry = "A"\n[[roles]]\nrole = "A"\n[roles.run_usage_limits]\nrun_request_limt = 1\n',
+            r"roles\.0\.run_usage_limits\.run_request_limt: unknown key \(did you mean 'run_request_limit'\?\)",
+        ),
         ('name = "x"\nentry = "A"\n[[roles]]\nrole = "A"\ntools = ["Hammer"]\n', "unknown tool 'Hammer'"),
         ('name = "x"\nentry = "A"\n[[roles]]\nrole = "A"\nmodel = "gpt"\n', "must look like 'provider:model'"),
         ("name = \n", "not valid TOML"),
@@ -120,3 +135,14 @@ def test_a_missing_or_oddly_named_file_is_a_clear_error(tmp_path: Path) -> None:
     odd.write_text("x")
     with pytest.raises(ConfigError, match=r"ends in \.toml, \.yaml or \.yml"):
         load_team_file(odd)
+
+
+def test_a_misspelt_limit_in_code_is_an_error_not_a_cap_silently_unset() -> None:
+    from pydantic import ValidationError
+
+    from aklab.llm import AgentUsageLimits, RunUsageLimits
+
+    with pytest.raises(ValidationError, match="run_request_limt"):
+        RunUsageLimits(run_request_limt=1)  # type: ignore[call-arg]
+    with pytest.raises(ValidationError, match="agent_request_limt"):
+        AgentUsageLimits(agent_request_limt=1)  # type: ignore[call-arg]
