@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from pydantic import Field, SerializeAsAny, model_validator
+from pydantic import ConfigDict, Field, SerializeAsAny, model_validator
 
 from aklab.core import BaseConfig, BaseState
 from aklab.llm import (
@@ -22,7 +22,10 @@ __all__ = ["AgentConfig", "AgentState"]
 
 
 class AgentConfig(BaseConfig):
-    """Everything that defines an LLM agent. Defaults run offline on the demo model."""
+    """Everything that defines an LLM agent. Defaults run offline on the demo model. A
+    setting it does not have is an error (``AgentConfig(promt=...)`` would be lost)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     name: str = "@Agent"
     role: str = "Agent"

@@ -51,7 +51,10 @@ OUTPUT_MODES: tuple[str, ...] = get_args(OutputModeSetting)
 
 
 class _OneLineErrors(BaseModel):
-    """Construction refuses bad values as one ``ConfigError`` line (the ValidationError is its cause)."""
+    """Construction refuses bad values as one ``ConfigError`` line (the ValidationError is its
+    cause), a misspelt setting included: it would otherwise be dropped without a word."""
+
+    model_config = ConfigDict(extra="forbid")
 
     def __init__(self, **data: Any) -> None:
         from aklab.errors import ConfigError
@@ -213,6 +216,8 @@ def _first_error(exc: ValidationError) -> str:
 
 class PromptTemplate(BaseModel):
     """A system prompt with ``{placeholders}`` filled from ``params``."""
+
+    model_config = ConfigDict(extra="forbid")
 
     template: str = "You are a helpful assistant."
     params: dict[str, str] = Field(default_factory=dict)

@@ -146,3 +146,20 @@ def test_a_misspelt_limit_in_code_is_an_error_not_a_cap_silently_unset() -> None
         RunUsageLimits(run_request_limt=1)  # type: ignore[call-arg]
     with pytest.raises(ValidationError, match="agent_request_limt"):
         AgentUsageLimits(agent_request_limt=1)  # type: ignore[call-arg]
+
+
+def test_misspelt_settings_in_code_are_errors_too() -> None:
+    from aklab.agent import AgentConfig
+    from aklab.llm import ModelConfig, PromptTemplate
+    from aklab.llm.config import CompactionConfig, RuntimeConfig
+
+    with pytest.raises(ConfigError, match="retires"):
+        RuntimeConfig(retires=2)  # type: ignore[call-arg]
+    with pytest.raises(ConfigError, match="enable"):
+        CompactionConfig(enable=False)  # type: ignore[call-arg]
+    with pytest.raises(ConfigError, match="temprature"):
+        ModelConfig(temprature=0.1)  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match="templat"):
+        PromptTemplate(templat="You are A.")  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match="promt"):
+        AgentConfig(name="@A", role="A", promt="You are A.")  # type: ignore[call-arg]
