@@ -466,6 +466,8 @@ class AklabMagics(Magics):
             older = _older_note(lab, agent, messages[0]) if messages else None
         except AklabError as exc:
             _fail(exc)
+        if not messages and agent is not None:
+            print(_nothing_of(lab, agent, "messages"))
         if older:
             print(f"(the newest {len(messages):,} shown; {older})")
         for message in messages:
@@ -495,7 +497,8 @@ class AklabMagics(Magics):
         try:
             agent, last = parse_member_last(line, "%context")
             limit = last or CONTEXT_UPDATES_LIMIT
-            updates = self._lab().context(agent, limit=limit + 1)  # one more: are there older ones?
+            lab = self._lab()
+            updates = lab.context(agent, limit=limit + 1)  # one more: are there older ones?
         except AklabError as exc:
             _fail(exc)
         if len(updates) > limit:
@@ -506,7 +509,7 @@ class AklabMagics(Magics):
             print(update.block)
             print()
         if not updates:
-            print("(no context updates yet)")
+            print("(no context updates yet)" if agent is None else _nothing_of(lab, agent, "context updates"))
 
 
 class AskInterrupted(AklabError):
@@ -568,6 +571,16 @@ def _new_lab(team: str) -> Lab:
 
     model = settings().default_model
     return Lab(team, model=model or None)
+
+
+def _nothing_of(lab: Lab, agent: str, what: str) -> str:
+    """Why ``%transcript @X`` / ``%context @X`` show nothing: a name that is no member (a typo,
+    or a role not hired yet) is said so, with the members, rather than 'nothing yet'."""
+    name = agent if agent.startswith("@") else f"@{agent}"
+    members = [a.name for a in lab.team()]
+    if name in members:
+        return f"(no {what} of {name} yet)"
+    return f"(no {what} of {name}: no such member; members: {', '.join(members)})"
 
 
 def _older_note(lab: Any, agent: str | None, first: Any) -> str | None:

@@ -90,7 +90,7 @@ def test_status_team_transcript_and_context(shell: InteractiveShell, capsys: pyt
     _, out = run(shell, capsys, "%context @Developer")
     assert out.startswith("── @Developer\n**Context update 1** — current state.")
     _, out = run(shell, capsys, "%context @Nobody")
-    assert out == "(no context updates yet)\n"
+    assert out == "(no context updates of @Nobody: no such member; members: @Human, @Manager, @Developer)\n"
     _, by_name = run(shell, capsys, "%transcript Developer")
     assert by_name == run(shell, capsys, "%transcript @Developer")[1]  # one member-name rule
     _, out = run(shell, capsys, "%context Developer")
@@ -239,3 +239,15 @@ def test_switching_the_team_while_it_works_says_which_ask_it_stopped(
     )
     _, out = run(shell, capsys, "%aklab model demo:aklab-demo")  # an idle team: nothing to say
     assert out.startswith("team 'dev-team'")
+
+
+def test_transcript_and_context_of_a_name_that_is_no_member_say_so(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    set_lab(Lab("dev-team"))
+    _, out = run(shell, capsys, "%transcript @Nobdy")
+    assert out == "(no messages of @Nobdy: no such member; members: @Human, @Manager)\n"
+    _, out = run(shell, capsys, "%context Nobdy")
+    assert out == "(no context updates of @Nobdy: no such member; members: @Human, @Manager)\n"
+    _, out = run(shell, capsys, "%transcript @Manager")
+    assert out == "(no messages of @Manager yet)\n"
