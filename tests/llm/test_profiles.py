@@ -447,3 +447,28 @@ def test_a_bad_local_base_url_in_the_environment_is_one_line_naming_the_variable
         resolved("local:qwen3")
     monkeypatch.setenv("AKLAB_LOCAL_BASE_URL", " http://127.0.0.1:8081/v1 ")
     assert str(resolved("local:qwen3").model.base_url) == "http://127.0.0.1:8081/v1/"  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("provider", ["openai-compatible", "local", "ollama"])
+def test_a_self_hosted_server_gets_one_system_message(
+    fake_openai: Any, provider: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The role's prompt and the run's instructions (prompted mode's JSON shape) go out as one
+    system message: open models' chat templates expect one (some refuse a second), and on
+    SmolLM2 a team's first question got the expected word 51 times in 60 with one, 37 with two."""
+    from aklab.lab import Lab
+    from aklab.lab.teamfile import team_from_dict
+    from tests.fakeserver import text
+
+    monkeypatch.setenv("OLLAMA_HOST", fake_openai.url.removesuffix("/v1"))
+    fake_openai.push(text("Paris."))
+    solo = {"name": "solo", "entry": "Solo", "roles": [{"role": "Solo", "prompt": "You are Solo."}]}
+    base_url = None if provider == "ollama" else fake_openai.url
+    cfg = ModelConfig(provider=provider, model="fake", base_url=base_url, retries=0)
+    with Lab(team_from_dict(solo), model=cfg, store=False) as lab:
+        assert [m.content for m in lab.ask("What is the capital of France?", timeout=10)] == ["Paris."]
+    (body,) = fake_openai.bodies
+    roles = [m["role"] for m in body["messages"]]
+    assert roles == ["system", "user"], roles
+    system = body["messages"][0]["content"]
+    assert system.startswith("You are Solo.") and "Reply with one JSON object" in system
