@@ -181,7 +181,8 @@ def parse_member(line: str, prog: str) -> str | None:
 
 
 AKLAB_USAGE = (
-    "%aklab [team NAME|PATH | model provider:model [options] | dashboard | list | teams | resume [TEAM] | forget TEAM"
+    "%aklab [team NAME|PATH | model provider:model [options] | dashboard | list | teams | resume [TEAM] [--model SPEC]"
+    " | forget TEAM"
     " | recover | batch FILE [options] | help]"
 )
 
@@ -211,11 +212,35 @@ def parse_aklab(line: str) -> tuple[str, str | None]:
         return "teams", "--all"
     if words == ["forget"]:
         raise UsageError("%aklab forget TEAM: name the team to delete, by id or name (%aklab teams lists them)")
-    if words[0] in ("resume", "forget") and len(words) == 2:
+    if words[0] == "forget" and len(words) == 2:
         return words[0], words[1]
+    if words[0] == "resume":
+        parse_resume(shlex.join(words[1:]))  # a mistake is told here, as for the other actions
+        return "resume", shlex.join(words[1:])
     if words[0] == "batch" and len(words) >= 2:
         return "batch", shlex.join(words[1:])
     raise UsageError(f"unknown arguments {line.strip()!r}\nusage: {AKLAB_USAGE}")
+
+
+def parse_resume(rest: str) -> tuple[str | None, str | None]:
+    """The words after ``%aklab resume`` -> (team or None, model spec or None):
+    ``[TEAM] [--model provider:model]``."""
+    words = shlex.split(rest)
+    team: str | None = None
+    model: str | None = None
+    while words:
+        word = words.pop(0)
+        if word == "--model":
+            if not words or words[0].startswith("-"):
+                raise UsageError("%aklab resume [TEAM] --model provider:model: name the model to resume the team on")
+            model = words.pop(0)
+        elif word.startswith("-") or team is not None:
+            raise UsageError(
+                f"unknown arguments {rest.strip()!r}\nusage: %aklab resume [TEAM] [--model provider:model]"
+            )
+        else:
+            team = word
+    return team, model
 
 
 _MODEL_USAGE = (

@@ -159,6 +159,7 @@ class AklabMagics(Magics):
           %aklab teams [--all]           the teams in the event store, latest activity first
                                          (--all: with those never asked anything)
           %aklab resume [TEAM]           bring a stored team back (the latest not running elsewhere, or by name or id)
+            [--model SPEC]               on another model than the one it ran on
           %aklab forget TEAM             delete a stored team for good (by id, id prefix or name; not while it runs)
           %aklab recover                 repair a damaged event store: keep every record before the damage
           %aklab batch FILE [--engine local|process|ray] [--concurrency N] [--retries N] [--timeout S]
@@ -209,10 +210,13 @@ class AklabMagics(Magics):
                 return None
             left = _left_unfinished() if action in ("resume", "team", "model") else None
             if action == "resume":
-                resumed = Lab.resume(value)
+                from aklab.lab._magic_args import parse_resume
+
+                team, spec = parse_resume(value or "")
+                resumed = Lab.resume(team, model=spec)
                 set_lab(resumed)
                 print(resumed.resume_report)
-                _warn_servers(resumed, "Lab.resume(..., model=...)")
+                _warn_servers(resumed, "%aklab resume TEAM --model SPEC resumes it on another")
             elif action == "team":
                 set_lab(_new_lab(value or "dev-team"))
                 _warn_servers(self._lab(), "the team file's base_url")

@@ -226,6 +226,8 @@ class Lab:
             from aklab.lab.resume import stored_model
 
             model = stored_model(stored.info.metadata)
+            if model is not None:
+                _check_stored_model(model, stored.info.team_id)
         if guard is None:
             from aklab.lab.resume import stored_guard
 
@@ -600,6 +602,21 @@ def check_models(spec: TeamSpec) -> None:
         model_cfg = getattr(card.config, "model_cfg", None)
         if isinstance(model_cfg, ModelConfig):
             resolve(model_cfg, getattr(card.config, "runtime_cfg", None)).close()
+
+
+def _check_stored_model(model: str | ModelConfig, team_id: str) -> None:
+    """The model a stored team ran on must still build here (its SDK installed, its key set);
+    if not, the one line says how to resume the team on another model."""
+    from aklab.llm.profiles import resolve
+
+    cfg = ModelConfig.parse(model) if isinstance(model, str) else model
+    try:
+        resolve(cfg).close()
+    except ConfigError as exc:
+        raise ConfigError(
+            f"{exc}; or resume the team on another model: %aklab resume {team_id[:8]} --model SPEC "
+            "(Lab.resume(..., model=...))"
+        ) from exc
 
 
 def _check_timeout(timeout: float | None) -> float | None:

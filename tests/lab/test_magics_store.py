@@ -283,3 +283,42 @@ def test_context_after_a_resume_reads_the_blocks_before_it_back(
     assert last.endswith(f"── {blocks[-1].agent}\n{blocks[-1].block}\n\n")
     manager = get_lab().context("Manager", limit=100)
     assert manager == [b for b in blocks if b.agent == "@Manager"] and manager
+
+
+def test_resume_on_another_model_and_a_stored_model_that_no_longer_builds_says_how(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A team that ran on a model needing a key comes back on it, or (--model) on another; when
+    its key is gone, the resume's one line says how to take the team up on another model."""
+    monkeypatch.setenv("AKLAB_TEST_KEY_VAR", "dummy-value-for-a-loopback-server")
+    out_of(
+        shell,
+        capsys,
+        "%aklab model openai-compatible:fake --base-url http://127.0.0.1:9/v1 --api-key-env AKLAB_TEST_KEY_VAR",
+    )
+    out_of(shell, capsys, "%ask What is 2+2?")  # nothing listens there: a notice, and a team that was asked
+    team = get_lab().team_id[:8]
+    set_lab(None)  # a kernel restart, then the key is gone
+    monkeypatch.delenv("AKLAB_TEST_KEY_VAR")
+    message = error_of(shell, f"%aklab resume {team}")
+    capsys.readouterr()
+    assert "set the AKLAB_TEST_KEY_VAR environment variable" in message
+    assert message.endswith(
+        f"or resume the team on another model: %aklab resume {team} --model SPEC (Lab.resume(..., model=...))"
+    )
+    report = out_of(shell, capsys, f"%aklab resume {team} --model demo:aklab-demo")
+    assert report.startswith("resumed team 'dev-team'") and "models: demo:aklab-demo" in report
+    assert "@Manager (response)" in out_of(shell, capsys, "%ask What is 3+3?")
+    assert "%aklab resume [TEAM] --model provider:model: name the model" in error_of(shell, "%aklab resume --model")
+
+
+def test_parse_resume() -> None:
+    from aklab.lab._magic_args import UsageError, parse_resume
+
+    assert parse_resume("") == (None, None)
+    assert parse_resume("dev-team") == ("dev-team", None)
+    assert parse_resume("ab12cd34 --model local:smollm2") == ("ab12cd34", "local:smollm2")
+    assert parse_resume("--model demo:aklab-demo") == (None, "demo:aklab-demo")
+    for bad in ("a b", "--frob", "--model"):
+        with pytest.raises(UsageError):
+            parse_resume(bad)
