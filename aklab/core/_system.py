@@ -24,7 +24,7 @@ from aklab.core._akgent import ACTOR_THREADS, Akgent, _TellCall
 from aklab.core._asks import AskLedger, TeamGuard
 from aklab.core._config import BaseConfig
 from aklab.core._directory import TeamDirectory
-from aklab.core._log import TeamLog
+from aklab.core._log import TeamLog, delivering_here
 from aklab.core._mailbox import Activity
 from aklab.errors import ActorGoneError, ConfigError
 
@@ -248,10 +248,12 @@ class ActorSystem:
         return cast(A, _AskProxy(address, self.ask_timeout))
 
     @staticmethod
-    def on_thread_of(address: ActorAddress) -> bool:
-        """Whether the calling code runs on ``address``'s own thread (where asking it would
-        wait for ever): an ``EventSubscriber`` fed while that actor records, say."""
-        return ACTOR_THREADS.get(address.ref.actor_urn) == threading.get_ident()
+    def may_wait_on(address: ActorAddress) -> bool:
+        """Whether the calling code may block until ``address`` answers: not on that actor's
+        own thread (it would wait for ever), and not inside the team log's delivery of a
+        record to a subscriber, whatever the thread (the actor's own records would wait for
+        that delivery to end: an ``EventSubscriber`` or lab listener must not wait on actors)."""
+        return ACTOR_THREADS.get(address.ref.actor_urn) != threading.get_ident() and not delivering_here()
 
     def proxy_tell(self, address: ActorAddress, actor_class: type[A] | None = None) -> A:
         """A proxy whose method calls are queued and return ``None`` at once."""

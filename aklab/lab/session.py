@@ -333,13 +333,13 @@ class Lab:
         message.ask_id = message.id
         self.last_ask_id = message.id
         # Asked, not told: the human's actor stores the message as it sends it, so what send()
-        # returned for survives a crash right after (on that actor's own thread, e.g. from a
-        # listener it feeds, it can only be queued).
+        # returned for survives a crash right after. From a listener (fed while a record is
+        # delivered, on any team thread) it can only be queued: waiting there would stall the team.
         system = self.system
-        if system.on_thread_of(self.human):
-            system.proxy_tell(self.human, HumanProxy).send(target, message)
-        else:
+        if system.may_wait_on(self.human):
             system.proxy_ask(self.human, HumanProxy).send(target, message)
+        else:
+            system.proxy_tell(self.human, HumanProxy).send(target, message)
         return start, message.id
 
     def _agent_names(self) -> str:

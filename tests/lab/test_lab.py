@@ -43,9 +43,10 @@ def test_ask_returns_what_reached_the_human_and_the_transcript_has_every_hop(lab
     ]
 
 
-def test_a_listener_fed_on_the_humans_thread_can_send_without_waiting_for_ever(lab: Lab) -> None:
-    """send() waits for the human's actor to store the message, except on that actor's own
-    thread (a listener fed as it records), where waiting would never end: there it queues."""
+def test_a_listener_can_send_without_stalling_the_team(lab: Lab) -> None:
+    """send() waits for the human's actor to store the message, except from a listener: it is
+    fed while a record is delivered (on the human's thread, or a member's that delivers the
+    records queued meanwhile), and waiting there would stall the team: there it queues."""
     from aklab.core import SentMessage
 
     followed = threading.Event()

@@ -183,7 +183,7 @@ def test_a_team_file_or_a_resume_on_a_server_that_is_not_up_says_so_at_once(
     try:
         assert ip.run_cell("%aklab resume").error_in_exec is None
         out = capsys.readouterr().out
-        assert "resumed team 'pair'" in out and nothing in out and "Lab.resume(..., model=...)" in out
+        assert "resumed team 'pair'" in out and nothing in out and "%aklab resume TEAM --model SPEC" in out
     finally:
         set_lab(None)
 
