@@ -224,12 +224,9 @@ class AklabMagics(Magics):
                 model_cfg = parse_model(value or "")
                 resolve(model_cfg).close()  # a bad spec fails here, before the team restarts
                 from aklab.lab import current_spec
-                from aklab.llm.preflight import server_warning
 
                 set_lab(Lab(current_spec(), model=model_cfg))
-                warning = server_warning(model_cfg)  # a self-hosted server not up, or without the model
-                if warning is not None:
-                    print(warning)
+                _warn_servers(self._lab(), "--base-url")  # a self-hosted server not up, or without the model
             elif action == "dashboard":
                 return self._lab().dashboard()
             if left is not None:
@@ -326,11 +323,7 @@ class AklabMagics(Magics):
             self._show(lab, ask_id, start, fmt, args.out)
             raise AskInterrupted(f"interrupted. {summary}") from None
         result = self._show(lab, ask_id, start, fmt, args.out, display_it=False)
-        told = {n.sender.name for n in result.notices if n.sender is not None}
-        for error in lab.errors(since=seen_errors):
-            who, _, rest = error.partition(": ")
-            if rest.startswith("ModelError: ") and who in told:
-                continue  # the same failure the cell shows as that agent's notice, said once
+        for error in lab.errors(since=seen_errors, told=False):  # a failure the cell shows as a notice: once
             print(f"aklab: {error}", file=sys.stderr)
         if not done:
             self._display(result)

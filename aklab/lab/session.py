@@ -504,13 +504,16 @@ class Lab:
                     found[row.message_id] = message.content
         return found
 
-    def errors(self, since: int = 0) -> list[str]:
+    def errors(self, since: int = 0, *, told: bool = True) -> list[str]:
         """Handler failures, one line each. A usage-limit stop (``WarningError``) is left
-        out: the human has already been told in a message."""
+        out: the human has already been told in a message. ``told=False`` also leaves out a
+        failed model call (``ModelError``), which the agent tells the human of in a notice
+        ("@Manager could not answer: ...") before it raises."""
+        left_out = ("WarningError",) if told else ("WarningError", "ModelError")
         return [
             f"{e.sender.name if e.sender else '?'}: {e.exception_type}: {e.exception_value}"
             for e in self.recorder.errors[since:]
-            if e.exception_type != "WarningError"
+            if e.exception_type not in left_out
         ]
 
     def status(self) -> str:

@@ -138,6 +138,7 @@ def test_a_model_failure_is_said_once_as_the_agents_notice(
     assert "@Manager could not answer: cannot reach the model server at http://127.0.0.1:9" in captured.out
     assert "ModelError" not in captured.out + captured.err
     assert get_lab().errors() and "ModelError" in get_lab().errors()[0]  # the library still lists it
+    assert get_lab().errors(told=False) == []  # unless asked for what the human was not told
 
 
 def test_usage_by_run_fits_the_notebook_and_the_value_keeps_full_values(
