@@ -20,6 +20,7 @@ __all__ = [
     "recover_store",
     "shown",
     "stored_teams",
+    "transcript_line",
     "usage_view",
 ]
 
@@ -127,6 +128,17 @@ def _cut(question: str | None) -> str | None:
         return question  # asked before the store kept it: unknown (None)
     line = " ".join(question.split())
     return line if len(line) <= QUESTION_WIDTH else line[: QUESTION_WIDTH - 1] + "…"
+
+
+def transcript_line(content: str) -> str:
+    """A message on one ``%transcript`` line: its first line of text (a code fence's
+    opening line is skipped: "```python" says nothing), and how many lines follow."""
+    lines = [line for line in content.splitlines() if line.strip()]
+    text = [line for line in lines if not line.lstrip().startswith(("```", "~~~"))]
+    if not text:
+        return lines[0] if lines else ""
+    more = len(text) - 1
+    return text[0] if more == 0 else f"{text[0]} (+{more} line{'s' if more > 1 else ''})"
 
 
 def usage_view(frame: pd.DataFrame) -> pd.DataFrame:

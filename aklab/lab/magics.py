@@ -452,6 +452,7 @@ class AklabMagics(Magics):
         if wants_help(line):
             self._help("transcript")
             return
+        from aklab.lab._magic_show import transcript_line
         from aklab.lab.recorder import TRANSCRIPT_LIMIT  # here: it imports pydantic-ai (%load_ext stays instant)
         from aklab.lab.result import intent_label
 
@@ -470,8 +471,7 @@ class AklabMagics(Magics):
         for message in messages:
             sender = message.sender.name if message.sender else "?"
             recipient = message.recipient.name if message.recipient else "?"
-            first = message.content.splitlines()[0] if message.content else ""
-            print(f"{sender} → {recipient} ({intent_label(message)}): {first}")
+            print(f"{sender} → {recipient} ({intent_label(message)}): {transcript_line(message.content or '')}")
 
     @line_magic
     def context(self, line: str) -> None:

@@ -85,7 +85,7 @@ def test_status_team_transcript_and_context(shell: InteractiveShell, capsys: pyt
     _, out = run(shell, capsys, "%transcript @Developer")
     assert out.splitlines() == [
         "@Manager → @Developer (request): Ship it.",
-        '@Developer → @Manager (response): Developer result for "Ship it.":',
+        '@Developer → @Manager (response): Developer result for "Ship it.": (+3 lines)',
     ]
     _, out = run(shell, capsys, "%context @Developer")
     assert out.startswith("── @Developer\n**Context update 1** — current state.")
@@ -95,6 +95,17 @@ def test_status_team_transcript_and_context(shell: InteractiveShell, capsys: pyt
     assert by_name == run(shell, capsys, "%transcript @Developer")[1]  # one member-name rule
     _, out = run(shell, capsys, "%context Developer")
     assert out.startswith("── @Developer\n**Context update 1**")
+
+
+def test_a_transcript_line_is_the_first_line_of_text_and_counts_the_rest() -> None:
+    from aklab.lab._magic_show import transcript_line
+
+    assert transcript_line("Ship it.") == "Ship it."
+    assert transcript_line("```\n# Hello, World!\n```") == "# Hello, World!"  # a code answer: not "```"
+    assert transcript_line("```python\ndef f():\n    return 1\n```\n\nDone.") == "def f(): (+2 lines)"
+    assert transcript_line("\n\nPlan:\n1. a\n") == "Plan: (+1 line)"
+    assert transcript_line("```") == "```"
+    assert transcript_line("") == ""
 
 
 def test_switching_team_and_model(shell: InteractiveShell, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
