@@ -542,6 +542,7 @@ class Lab:
         from aklab.secrets import shown_url
 
         own: set[str] = set()
+        toolless: list[str] = []  # members on aklab's own server whose tool calls it cannot offer
         elsewhere: dict[str, set[str]] = {}
         for card in self.spec.cards:
             cfg = getattr(card.config, "model_cfg", None)
@@ -550,6 +551,9 @@ class Lab:
             line = describe_local_server(cfg.base_url)
             if line is not None:
                 own.add(line)
+                tools = [t.card_name() for t in getattr(card.config, "tools", ()) if t.calls_tools()]
+                if tools:
+                    toolless.append(f"{card.config.name}: {', '.join(tools)}")
                 continue
             try:
                 endpoint = family(cfg.provider).endpoint(cfg)
@@ -557,7 +561,14 @@ class Lab:
                 continue
             if endpoint:
                 elsewhere.setdefault(shown_url(endpoint), set()).add(cfg.label)
-        return sorted(own) + [f"model server: {url} ({', '.join(sorted(labels))})" for url, labels in elsewhere.items()]
+        lines = sorted(own)
+        if toolless:
+            lines.append(
+                f"tools not offered to the model ({'; '.join(toolless)}): aklab's own server (chat format chatml) "
+                "leaves tool definitions out of the prompt; give a server with tool calling (llama.cpp's "
+                "llama-server --jinja, Ollama, vLLM) with --base-url"
+            )
+        return lines + [f"model server: {url} ({', '.join(sorted(labels))})" for url, labels in elsewhere.items()]
 
     def dashboard(self) -> Dashboard:
         """Live panels (roster, transcript, context, usage) in tabs; one per lab, reused."""

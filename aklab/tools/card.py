@@ -82,6 +82,10 @@ class ToolCard(BaseModel):
     def card_name(self) -> str:
         return self.name or type(self).__name__
 
+    def calls_tools(self) -> bool:
+        """Whether the card offers the model function tools (overrides ``get_tools``)."""
+        return type(self).get_tools is not ToolCard.get_tools
+
     def get_tools(self, host: ToolHost) -> list[Callable[..., Any]]:
         """TOOL_CALL: plain functions (or pydantic-ai ``Tool``s) for the model."""
         return []

@@ -124,6 +124,31 @@ def test_with_nothing_serving_it_aklab_starts_its_own_server_once_and_teams_use_
     assert bundled == [server] and local_auto.shared_server() is server
 
 
+def test_status_says_when_aklab_s_own_server_cannot_offer_a_member_its_tools(
+    bundled: list[_FakeBundledServer], tmp_path: Path
+) -> None:
+    from aklab.lab.teamfile import team_from_dict
+
+    team = team_from_dict(
+        {
+            "name": "writers",
+            "entry": "Lead",
+            "roles": [
+                {"role": "Lead", "prompt": "Lead.", "tools": [{"type": "WorkspaceTool", "root": str(tmp_path)}]},
+                {"role": "Helper", "prompt": "Helper."},  # no tools: not named
+            ],
+        }
+    )
+    with Lab(team, model="local:smollm2", store=False) as lab:
+        [line] = [line for line in lab.status().splitlines() if line.startswith("tools not offered")]
+        assert line.startswith("tools not offered to the model (@Lead: WorkspaceTool): aklab's own server")
+        assert "--base-url" in line  # the way out
+    with Lab(team, model="demo:aklab-demo", store=False) as lab:  # a model that calls tools: nothing to say
+        assert "tools not offered" not in lab.status()
+    with Lab(team, model=ModelConfig.parse("local:smollm2", base_url=bundled[0].base_url), store=False) as lab:
+        assert "tools not offered" in lab.status()  # the same server named by its URL: the same chat format
+
+
 def test_without_the_local_extra_the_error_names_both_ways_out(
     nothing_serves_local: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

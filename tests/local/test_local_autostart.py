@@ -5,6 +5,7 @@ loopback port nothing listens on, so a server the machine happens to run is not 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 
@@ -65,3 +66,28 @@ def test_an_ask_right_after_the_server_is_killed_waits_for_it_to_start_again(
         assert second is not None and second is not first and second.base_url == first.base_url
     assert all(revival_waits.results)  # any refused request waited for the new server, and was sent again
     assert any("starting it again" in line for line in nothing_serves_local)
+
+
+def test_the_bundled_server_s_chat_format_leaves_tool_definitions_out() -> None:
+    """Why ``lab.status()`` says a member's tools are not offered on aklab's own server: the
+    prompt llama-cpp-python builds with the chat format it is started with has no trace of
+    them. If a later llama-cpp-python offers them, this fails and the status line must go."""
+    import subprocess
+    import sys
+
+    from aklab.llm.local_server import LocalServer
+
+    probe = (
+        "import json, sys\n"
+        "from llama_cpp.llama_chat_format import get_chat_completion_handler, format_chatml\n"
+        f"assert get_chat_completion_handler({LocalServer().chat_format!r})\n"
+        "tool = {'type': 'function', 'function': {'name': 'workspace_write', 'description': 'Write a file.',"
+        " 'parameters': {'type': 'object', 'properties': {'path': {'type': 'string'}}}}}\n"
+        "out = format_chatml(messages=[{'role': 'system', 'content': 'S'}, {'role': 'user', 'content': 'U'}],"
+        " tools=[tool], tool_choice='auto')\n"
+        "print(json.dumps(out.prompt))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True)
+    prompt = json.loads(done.stdout)
+    assert "<|im_start|>system\nS" in prompt and "U" in prompt  # the probe did format the conversation
+    assert "workspace_write" not in prompt and "Write a file" not in prompt
