@@ -88,6 +88,8 @@ class BatchResult:
         self._requests = 0
         self._tokens = 0
         self._cost: float | None = None
+        self._scored = 0  # final outcomes a check scored, and the sum of their scores
+        self._score_sum = 0.0
         self._note = ""  # what the engine is busy with before attempts can run ("starting Ray")
         self.error: BaseException | None = None
         """An error of the batch machinery itself (not of a scenario), if it broke down."""
@@ -116,8 +118,15 @@ class BatchResult:
                 previous = self._final[index]
                 if previous is not None:
                     self._statuses[previous.status] -= 1
+                    self._count_score(previous.score, -1)
                 self._final[index] = outcome
                 self._statuses[outcome.status] += 1
+                self._count_score(outcome.score, 1)
+
+    def _count_score(self, score: float | None, sign: int) -> None:
+        if score is not None:
+            self._scored += sign
+            self._score_sum += sign * float(score)
 
     def _finish(self) -> None:
         with self._lock:
@@ -142,6 +151,8 @@ class BatchResult:
                 requests=self._requests,
                 tokens=self._tokens,
                 cost_usd=self._cost,
+                scored=self._scored,
+                score_sum=self._score_sum,
                 elapsed_s=self.elapsed_s,
                 running={self._scenarios[i].id: v for i, v in self._running.items()},
                 finished=self._done.is_set(),

@@ -35,6 +35,9 @@ class ProgressState:
     requests: int = 0
     tokens: int = 0
     cost_usd: float | None = None
+    scored: int = 0
+    """Scenarios whose final answer a check scored (with ``score_sum``, their mean score)."""
+    score_sum: float = 0.0
     elapsed_s: float = 0.0
     running: Mapping[str, tuple[int, str]] = field(default_factory=dict)
     """Scenario id -> (attempt, worker) of every attempt in flight (worker: ``host:pid``)."""
@@ -43,7 +46,8 @@ class ProgressState:
     """What the engine is busy with before attempts can run ("starting Ray"); "" otherwise."""
 
     def line(self) -> str:
-        """``12/50 done · 1 failed · 3 running · 18,204 tokens · cost n/a`` (no times: stable text);
+        """``12/50 done · 1 failed · 3 running · score 0.82 of 11 · 18,204 tokens · cost n/a`` (no
+        times: stable text; the score is the mean of the checks' scores so far);
         while the engine gets ready, what it is doing: ``0/50 done · starting Ray · ...``."""
         parts = [f"{self.done}/{self.total} done"]
         if self.note and not self.finished:
@@ -56,6 +60,8 @@ class ProgressState:
             parts.append(f"{len(self.running)} running")
         if self.retried:
             parts.append(f"{self.retried} retried")
+        if self.scored:  # a check's mean: with pass/fail checks, the share that passed
+            parts.append(f"score {self.score_sum / self.scored:.2f} of {self.scored}")
         parts.append(f"{self.tokens:,} tokens")
         # no request made, nothing spent: $0, not "n/a" (a price unknown is only said of requests made)
         cost = 0.0 if self.requests == 0 and self.cost_usd is None else self.cost_usd

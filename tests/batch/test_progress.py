@@ -51,3 +51,22 @@ def test_a_result_renders_as_html_with_its_summary_and_a_plot() -> None:
     assert "batch (local): 2/2 done" in html and "<table" in html and html.count("<table") == 2
     fig = result.plot()
     assert len(fig.axes) == 2 and fig.axes[0].get_title() == "scenarios by status"
+
+
+def test_the_line_gives_the_checks_mean_score_over_the_scenarios_they_scored() -> None:
+    from aklab.batch import Scenario
+
+    stream = io.StringIO()
+    result = batch.run(
+        [
+            Scenario("yes", "Plan it", check=lambda answer: True),
+            Scenario("no", "Test it", check=lambda answer: False),
+            Scenario("half", "Ship it", check=lambda answer: 0.5),
+            Scenario("unchecked", "Fix it"),
+        ],
+        progress=TextProgress(stream, steps=4),
+    )
+    assert list(result.scenarios["score"].iloc[:3]) == [1.0, 0.0, 0.5] and result.scenarios["score"].isna().iloc[3]
+    assert result.state().line().startswith("4/4 done · score 0.50 of 3 · ")
+    assert stream.getvalue().splitlines()[-1].startswith("batch (local): 4/4 done · score 0.50 of 3 · ")
+    assert "score" not in ProgressState("local", 2, done=2, ok=2).line()  # nothing checked: nothing said
