@@ -52,9 +52,16 @@ _FENCE = re.compile(r"^\s*```(?:json)?\s*|\s*```\s*$", re.IGNORECASE)
 #: A fenced code block in another language than JSON (```python ... ```): an answer's content,
 #: never the reply's JSON, whatever braces it holds.
 _CODE_BLOCK = re.compile(r"```[ \t]*(?!json\b)[\w+#.-]+[^\n]*\n.*?(?:```|\Z)", re.IGNORECASE | re.DOTALL)
-#: The keys of the prompted reply's JSON: a JSON object in the text without any of them is not a
-#: try at the format (a dict in an answer's example, say).
-_PROTOCOL_KEYS = frozenset({"messages", "recipient", "message_type", "message"})
+#: Keys only the prompted reply's JSON has: a JSON object in the text without any of them, and
+#: without a text ``message``, is not a try at the format (a dict in an answer's example, say).
+_PROTOCOL_KEYS = frozenset({"messages", "recipient", "message_type"})
+
+
+def _tries_format(data: dict[str, Any]) -> bool:
+    """Whether a JSON object is a try at the reply's format, not content of an answer. SmolLM2
+    wrote "The capital of France is Paris." and then a made-up ``{"message": {...}, "results":
+    [...]}`` block: taken for a broken reply, it was asked again until its retries ran out."""
+    return bool(_PROTOCOL_KEYS.intersection(data)) or isinstance(data.get("message"), str)
 
 
 @dataclass
@@ -216,7 +223,7 @@ def _json_reader(
                 prose = _prose_of(data)
                 if prose:
                     return fallback(prose)
-                if not _PROTOCOL_KEYS.intersection(data) and not _strip(text).startswith("{"):
+                if not _tries_format(data) and not _strip(text).startswith("{"):
                     return fallback(text.strip())  # prose quoting a JSON object: the answer, as written
                 # JSON without any text to deliver: protocol debris, never a reply.
                 raise ModelRetry(f"Your JSON did not match the format: {_first_error(exc)}") from exc

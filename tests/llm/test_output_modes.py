@@ -144,6 +144,12 @@ def test_prompted_mode_delivers_prose_with_code_as_written() -> None:
     assert read(plan.output_type, "Here:\n```json\n" + json.dumps(fenced_reply) + "\n```") == reply_to_human("4")
     with pytest.raises(ModelRetry):  # a JSON reply without anything to deliver is still debris
         read(plan.output_type, '{"recipient": "@Human", "message_type": "response"}')
+    with pytest.raises(ModelRetry):
+        read(plan.output_type, 'Here:\n```json\n{"message": ""}\n```')
+    # SmolLM2: the answer, then a made-up JSON whose "message" is no text: the answer, as written
+    made_up = {"message": {"type": "response", "data": {"id": 3}}, "results": [{"type": "success"}]}
+    answer = "1. The capital of France is Paris.\n2. As JSON:\n```json\n" + json.dumps(made_up) + "\n```"
+    assert read(plan.output_type, answer) == reply_to_human(answer)
 
 
 def test_a_code_answer_reaches_the_human_whole_through_the_real_provider(fake_openai: FakeOpenAI) -> None:
