@@ -49,7 +49,7 @@ from aklab.agent.events import (
     OperatorActionEvent,
     RoutingSkippedEvent,
 )
-from aklab.agent.messages import AgentMessage, Notice
+from aklab.agent.messages import AgentMessage, Notice, split_leading_state
 from aklab.agent.output_models import Request, StructuredOutput
 from aklab.agent.usage_limits import guard_usage_limits
 from aklab.agent.utils import resolve_recipient
@@ -138,6 +138,7 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
             on_response=self._on_response,
             on_request=self._on_request,
             run_line=partial(turn_line, width=self.config.compaction_cfg.digest_line_chars),
+            split_state=split_leading_state,
         )
         self.notify_event(CommandsAnnouncedEvent(agent=self.config.name, commands=self._command_registry.descriptors()))
 

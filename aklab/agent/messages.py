@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+import re
 from typing import Protocol, runtime_checkable
 
 from aklab.agent.output_models import REPLY_PROTOCOLS, Intent
 from aklab.core import Message
+from aklab.tools.context import SUFFIX_FULL
 
-__all__ = ["AgentMessage", "LlmRenderable", "MailboxPreviewable", "Notice"]
+__all__ = ["AgentMessage", "LlmRenderable", "MailboxPreviewable", "Notice", "split_leading_state"]
+
+#: A prompt that opens with a full context-update block, then a received message.
+_LEADING_STATE = re.compile(
+    rf"\A(\*\*Context update \d+\*\* — {re.escape(SUFFIX_FULL)}\n\n.*?)\n\n(?=You received an? \w+ from )", re.S
+)
+
+
+def split_leading_state(prompt: str) -> tuple[str, str] | None:
+    """The full context-update block a prompt opens with, and the received message after it
+    (``AgentMessage.render_for_llm``); None for any other prompt. What
+    ``aklab.llm.system_state`` sends in the system message for open models."""
+    found = _LEADING_STATE.match(prompt)
+    return None if found is None else (found.group(1), prompt[found.end() :])
 
 
 @runtime_checkable

@@ -81,6 +81,7 @@ from aklab.llm.profiles import resolve
 from aklab.llm.recovery import LimitRecoveryCapability, NoFunctionTools, closed_history
 from aklab.llm.replay import Replay, in_process
 from aklab.llm.streaming import DEFAULT_MIN_CHARS, OutputStreamer, StreamSink, model_can_stream
+from aklab.llm.system_state import SplitState, StateInSystem
 from aklab.llm.usage import LlmUsageEvent, ToolCallEvent
 from aklab.secrets import redact
 
@@ -127,6 +128,7 @@ class ReactAgent:
         on_request: RequestSink | None = None,
         stream_min_chars: int = DEFAULT_MIN_CHARS,
         run_line: RunLine | None = None,
+        split_state: SplitState | None = None,
     ) -> None:
         self.name = name
         self.role = role
@@ -189,7 +191,7 @@ class ReactAgent:
             toolsets=list(toolsets) or None,
             # The tool guard and the request tap go in once: capabilities given per run
             # are combined and sorted by pydantic-ai on every run (~10% of a run's CPU).
-            capabilities=[*capabilities, _TOOL_GUARD, self._tap],
+            capabilities=[*capabilities, *self._wire(split_state), _TOOL_GUARD, self._tap],
             retries=AgentRetries(tools=runtime.retries, output=self._output_retries),
             end_strategy=runtime.end_strategy,
             model_settings=dict(self._resolved.settings) or None,  # type: ignore[arg-type]
@@ -198,6 +200,10 @@ class ReactAgent:
     @property
     def agent(self) -> Agent[Any, Any]:
         return self._agent
+
+    def _wire(self, split_state: SplitState | None) -> list[Any]:
+        """Capabilities that shape the request on the wire for this model's profile."""
+        return [StateInSystem(split_state)] if split_state is not None and self.profile.state_in_system else []
 
     # -- runs -------------------------------------------------------------------------------
     def run_sync(

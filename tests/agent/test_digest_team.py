@@ -53,7 +53,12 @@ def test_old_turns_reach_the_server_as_digest_lines(fake_openai: FakeOpenAI, mod
     assert len(bodies) == 14
     last = bodies[-1]["messages"]
     assert last[0]["role"] == "system" and last[0]["content"].startswith("You are Solo.")
-    assert all(b["messages"][0] == bodies[0]["messages"][0] for b in bodies)  # the system prompt never changes
+    role_prompt = SOLO["roles"][0]["prompt"]  # type: ignore[index]
+    # the role's prompt opens every system message (the team state that opened the conversation
+    # rides there too, until the digest replaces that first turn: aklab.llm.system_state)
+    assert all(b["messages"][0]["content"].startswith(role_prompt) for b in bodies)
+    systems = [b["messages"][0]["content"] for b in bodies]
+    assert [systems.index(x) for x in systems] == [0] * 7 + [7] * 7  # it changed once: at the first fold
     text = "\n".join(str(m.get("content") or "") for m in last)
     for i in range(14 - 7):  # older than the turns kept whole: one line each, in order
         assert f"- @Human request: Question {i}: what is {i} + {i}? ⇒ @Human response: Answer to Question {i}" in text

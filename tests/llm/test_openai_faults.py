@@ -346,13 +346,24 @@ def test_a_plain_text_answer_is_delivered_to_the_human_as_the_reply(fake_openai:
 
 @modes
 def test_user_content_with_a_context_update_reaches_the_wire_as_one_string(fake_openai: FakeOpenAI, mode: str) -> None:
+    """The team state opening the conversation goes out in the one system message (open models
+    read it there: aklab.llm.system_state); the user's turn is one string with the question."""
     fake_openai.default = echo
     with solo_lab(fake_openai, output_mode=mode) as lab:
         lab.ask(QUESTION, timeout=ASK_TIMEOUT)
         [update] = lab.context("@Solo")  # the first turn carries context-update block 1
-        content = last_user_content(fake_openai.bodies[0])
+        body = fake_openai.bodies[0]
+        content = last_user_content(body)
         assert isinstance(content, str), f"sent as a list of parts: {content!r}"
-        assert update.block.strip() in content and QUESTION in content
+        assert content.startswith("You received a request from @Human.") and content.endswith(QUESTION)
+        [system] = [m["content"] for m in body["messages"] if m["role"] == "system"]
+        assert system.startswith("You are Solo.") and update.block.strip() in system
+
+        lab.ask(FOLLOW_UP, timeout=ASK_TIMEOUT)  # a later turn: the state stays in the system message
+        later = fake_openai.bodies[-1]
+        assert [m["content"] for m in later["messages"] if m["role"] == "system"] == [system]
+        assert sum(update.block.strip() in str(m["content"]) for m in later["messages"]) == 1
+        assert last_user_content(later).endswith(FOLLOW_UP)
 
 
 def test_max_tokens_and_temperature_reach_the_wire_in_the_chat_completions_dialect(fake_openai: FakeOpenAI) -> None:

@@ -84,6 +84,7 @@ def test_a_local_profile_speaks_the_llama_cpp_dialect(resolved: Callable[..., Re
         constrain_json=False,
         local=True,
         reports_stream_usage=False,
+        state_in_system=True,
         context_length=4_096,
     )
     assert r.settings == {
@@ -182,6 +183,7 @@ def test_openai_with_a_base_url_goes_to_chat_completions_never_responses(
         constrain_json=False,
         local=True,
         reports_stream_usage=False,
+        state_in_system=True,
         context_length=8_192,
     )
 

@@ -88,6 +88,7 @@ def build_compatible(
         constrain_json=ctx.cfg.output_mode == "grammar",
         local=local,
         reports_stream_usage=False,
+        state_in_system=True,
         # ``openai:NAME`` on a loopback URL lands here: a local server, not OpenAI's window.
         context_length=ctx.cfg.context_length
         or (COMPATIBLE_CONTEXT_LENGTH if family.name == "openai" else family.default_context_length),
