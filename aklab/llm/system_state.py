@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.messages import ModelRequest, SystemPromptPart, UserPromptPart
+from pydantic_ai.messages import ModelRequest, ModelRequestPart, SystemPromptPart, UserPromptPart
 
 __all__ = ["SplitState", "StateInSystem", "lift_leading_state"]
 
@@ -46,7 +46,7 @@ def lift_leading_state(messages: list[Any], split: SplitState) -> list[Any]:
         if found is None:
             return messages
         state, rest = found
-        lifted = [SystemPromptPart(state), dataclasses.replace(part, content=rest)]
+        lifted: list[ModelRequestPart] = [SystemPromptPart(state), dataclasses.replace(part, content=rest)]
         return [dataclasses.replace(first, parts=[*parts[:i], *lifted, *parts[i + 1 :]]), *messages[1:]]
     return messages
 
