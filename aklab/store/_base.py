@@ -143,12 +143,13 @@ class EventStore(ABC):
         """Write the records queued by :meth:`append_later` (durable when this returns)."""
 
     # -- who runs a team ------------------------------------------------------------------
-    def claim(self, team_id: str) -> None:  # noqa: B027 (a store that cannot tell claims nothing)
+    def claim(self, team_id: str, *, action: str = "resume") -> None:  # noqa: B027 (a store that cannot tell claims nothing)
         """Mark ``team_id`` as run through this store object until :meth:`release`, :meth:`close`
         or the end of this process (a killed kernel's claims end with it). Raises
         :class:`TeamInUseError`, saying who holds it, if another store object holds it, in
         this process or another: two labs appending one team's log would both handle the
-        messages a resume delivers again. The default (a store that cannot tell) claims nothing."""
+        messages a resume delivers again. ``action`` is what the claim is for ("resume",
+        "forget"), as the refusal says it. The default (a store that cannot tell) claims nothing."""
 
     def release(self, team_id: str) -> None:  # noqa: B027
         """End this store object's claim on ``team_id`` (nothing if it holds none)."""

@@ -66,16 +66,16 @@ class TeamLocks:
         self._held: dict[str, int] = {}  # team id -> the locked file's descriptor
         self._lock = threading.Lock()
 
-    def claim(self, team_id: str) -> None:
+    def claim(self, team_id: str, *, action: str = "resume") -> None:
         check_team_id(team_id)
         if fcntl is None:
             return
         with self._lock:
             if team_id in self._held:
-                raise in_use_error(team_id, {"pid": os.getpid()}, self.location)
+                raise in_use_error(team_id, {"pid": os.getpid()}, self.location, action=action)
             try:
                 self.folder.mkdir(exist_ok=True)
-                fd = self._lock_file(team_id)
+                fd = self._lock_file(team_id, action)
             except OSError as exc:  # a folder that cannot be written, a file system without flock
                 log.debug("team %s is not claimed: %s", team_id, exc)
                 return
@@ -88,7 +88,7 @@ class TeamLocks:
             self._held[team_id] = fd
             _holding.add(self)
 
-    def _lock_file(self, team_id: str) -> int:
+    def _lock_file(self, team_id: str, action: str) -> int:
         """The team's lock file, open and locked. A holder removes its file when it lets go, so
         the file locked must still be the one at the path: else it is opened again."""
         path = self.folder / team_id
@@ -99,7 +99,7 @@ class TeamLocks:
             except BlockingIOError:
                 holder = _holder(fd)
                 os.close(fd)
-                raise in_use_error(team_id, holder, self.location) from None
+                raise in_use_error(team_id, holder, self.location, action=action) from None
             except _StillShared:
                 os.close(fd)
                 raise still_probed_error(team_id) from None
@@ -207,15 +207,15 @@ def still_probed_error(team_id: str) -> TeamInUseError:
     return TeamInUseError(f"team {team_id[:8]} could not be claimed: others kept checking whether it runs; try again")
 
 
-def in_use_error(team_id: str, holder: dict[str, Any], location: str) -> TeamInUseError:
-    """The refusal to claim ``team_id``, naming its holder (``pid``, ``host``, ``since``) as
-    far as it is known."""
+def in_use_error(team_id: str, holder: dict[str, Any], location: str, *, action: str = "resume") -> TeamInUseError:
+    """The refusal to claim ``team_id`` (to ``action`` it: "resume", "forget"), naming its holder
+    (``pid``, ``host``, ``since``) as far as it is known."""
     short = team_id[:8]
     here = holder.get("pid") == os.getpid() and holder.get("host", socket.gethostname()) == socket.gethostname()
     if here:
+        keep = "keep using that lab, or close it (lab.close())" if action == "resume" else "close it (lab.close())"
         return TeamInUseError(
-            f"team {short} is already running in this process (a Lab on {location}): keep using that lab, "
-            "or close it (lab.close()) before resuming the team",
+            f"team {short} is already running in this process (a Lab on {location}): {keep} before you {action} it",
             here=True,
         )
     who = ", ".join(
@@ -228,8 +228,12 @@ def in_use_error(team_id: str, holder: dict[str, Any], location: str) -> TeamInU
         if part
     )
     where = f"in another process ({who})" if who else "in another lab"
+    why = (
+        "two labs on one team would both handle what a resume delivers again"
+        if action == "resume"
+        else "a lab still appends to it"
+    )
     return TeamInUseError(
-        f"team {short} is running {where} on {location}: two labs on one team would both handle "
-        "what a resume delivers again; stop it there (lab.close(), or restart or shut down that "
-        "kernel), then resume it here"
+        f"team {short} is running {where} on {location}: {why}; stop it there (lab.close(), or "
+        f"restart or shut down that kernel), then {action} it here"
     )

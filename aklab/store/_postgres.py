@@ -304,7 +304,7 @@ class PostgresStore(QueuedWrites, EventStore):
         import psycopg
 
         check_team_id(team_id)
-        self.claim(team_id)  # TeamInUseError while a lab runs it
+        self.claim(team_id, action="forget")  # TeamInUseError while a lab runs it
         try:
             with self._lock:
                 self._write(None)  # this object's queue first (records of other teams)
@@ -321,13 +321,13 @@ class PostgresStore(QueuedWrites, EventStore):
             self.release(team_id)
 
     # -- who runs a team: a session advisory lock per team, ended with the connection -------
-    def claim(self, team_id: str) -> None:
+    def claim(self, team_id: str, *, action: str = "resume") -> None:
         import psycopg
 
         check_team_id(team_id)
         with self._lock:
             if team_id in self._claims:
-                raise in_use_error(team_id, this_process(), self.location)
+                raise in_use_error(team_id, this_process(), self.location, action=action)
             try:
                 conn = self._db()
                 for _ in range(PROBE_RETRIES):
@@ -337,7 +337,9 @@ class PostgresStore(QueuedWrites, EventStore):
                     probed = conn.execute(_TRY_TEAM_PROBE, (team_id,)).fetchone()
                     if not (probed and probed[0]):  # a lab holds it
                         holder = conn.execute(_TEAM_HOLDER, (team_id,)).fetchone()
-                        raise in_use_error(team_id, _holder(holder[0] if holder else None), self.location)
+                        raise in_use_error(
+                            team_id, _holder(holder[0] if holder else None), self.location, action=action
+                        )
                     conn.execute(_TEAM_PROBE_END, (team_id,))  # only probes: another try
                     _between_tries()
                 else:

@@ -407,7 +407,7 @@ class SqliteStore(QueuedWrites, EventStore):
         check_team_id(team_id)
         if self.read_only is not None:
             raise StoreError(f"event store {self.path} is read-only ({self.read_only}): nothing can be forgotten")
-        self.claim(team_id)  # TeamInUseError while a lab runs it
+        self.claim(team_id, action="forget")  # TeamInUseError while a lab runs it
         try:
             with self._lock:
                 self._write(None)  # this object's queue first (records of other teams)
@@ -519,9 +519,9 @@ class SqliteStore(QueuedWrites, EventStore):
         ]
 
     # -- who runs a team (lock files beside the store: aklab.store._claims) ---------------
-    def claim(self, team_id: str) -> None:
+    def claim(self, team_id: str, *, action: str = "resume") -> None:
         if self.read_only is None:  # a read-only store keeps nothing of a team to share
-            self._team_locks.claim(team_id)
+            self._team_locks.claim(team_id, action=action)
 
     def release(self, team_id: str) -> None:
         self._team_locks.release(team_id)

@@ -169,3 +169,14 @@ def test_a_postgres_claim_made_while_another_session_probes_the_team_goes_throug
             store.claim(team)
         probe_ends()
         store.claim(team)  # and once it does, the claim goes through
+
+
+def test_a_refusal_says_what_it_refused() -> None:
+    from aklab.store._claims import in_use_error
+
+    elsewhere = {"pid": 4242, "host": "elsewhere", "since": "2026-12-07T04:00:00"}
+    resume = str(in_use_error("ab" * 16, elsewhere, "sqlite:x"))
+    forget = str(in_use_error("ab" * 16, elsewhere, "sqlite:x", action="forget"))
+    assert "(pid 4242, on elsewhere, since" in resume and resume.endswith("then resume it here")
+    assert "what a resume delivers again" in resume
+    assert forget.endswith("then forget it here") and "resume" not in forget

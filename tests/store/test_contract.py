@@ -287,8 +287,9 @@ def test_a_team_a_lab_runs_is_not_forgotten(make_store: Callable[[], EventStore]
     team = new_team_id()
     running.append(sent("in use"), team)
     running.claim(team)
-    with pytest.raises(TeamInUseError, match="running in"):
+    with pytest.raises(TeamInUseError, match="running in") as refused:
         other.forget(team)
+    assert str(refused.value).endswith("close it (lab.close()) before you forget it")  # not "resuming"
     with pytest.raises(TeamInUseError):
         running.forget(team)  # its own lab's team too
     assert _contents(other, team) == ["in use"]
