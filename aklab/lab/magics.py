@@ -206,6 +206,7 @@ class AklabMagics(Magics):
                 import aklab
 
                 assert value is not None  # parse_aklab requires TEAM
+                _not_the_running_team(value)
                 print(aklab.forget(value))
                 return None
             left = _left_unfinished() if action in ("resume", "team", "model") else None
@@ -549,6 +550,32 @@ def _left_unfinished() -> str | None:
     questions = [m.content for m in old.transcript() if m.id in active]
     shown = ", ".join(repr(q if len(q) <= 60 else q[:59] + "…") for q in questions) or f"{len(active)} ask(s)"
     return f"note: the previous team was still working on {shown}; the switch stopped it (ask again for an answer)"
+
+
+def _not_the_running_team(team: str) -> None:
+    """Refuse ``%aklab forget`` of the team these magics run, saying how to let go of it (a
+    notebook user holds no ``lab`` to close)."""
+    from aklab.lab import running_lab
+    from aklab.lab.resume import find_team
+    from aklab.store import TeamInUseError
+
+    current = running_lab()
+    if current is None or current.store is None:
+        return
+    try:
+        info = find_team(current.store, team)
+    except AklabError:  # no such team here, or several: aklab.forget says so
+        return
+    if info.team_id == current.team_id:
+        from aklab.lab.teams import BUILTIN_TEAMS
+
+        short = info.team_id[:8]
+        again = current.spec.name if current.spec.name in BUILTIN_TEAMS else "FILE (its team file)"
+        raise TeamInUseError(
+            f"team {short} ({info.name!r}) is the team this notebook runs: start another first "
+            f"(%aklab team {again}), then %aklab forget {short}",
+            here=True,
+        )
 
 
 def _warn_servers(lab: Lab, address: str) -> None:

@@ -97,7 +97,8 @@ def test_forget_deletes_one_stored_team_by_id_and_refuses_a_shared_name_or_a_run
     assert "2 stored teams match 'dev-team'" in shared
     assert first.team_id in shared and second.team_id in shared
     running = error_of(shell, f"%aklab forget {second.team_id[:8]}")  # this kernel runs it
-    assert "already running in this process" in running and running.endswith("before you forget it")
+    assert f"team {second.team_id[:8]} ('dev-team') is the team this notebook runs" in running
+    assert running.endswith(f"start another first (%aklab team dev-team), then %aklab forget {second.team_id[:8]}")
     assert "name the team to delete" in error_of(shell, "%aklab forget")
     capsys.readouterr()  # the three one-line errors
 
