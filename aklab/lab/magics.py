@@ -328,8 +328,9 @@ class AklabMagics(Magics):
             print(f"aklab: {error}", file=sys.stderr)
         if not done:
             self._display(result)
+            where = "this cell's transcript and %transcript" if _in_kernel(shell) else "%transcript"
             raise AskTimeout(
-                f"the team is still working after {timeout:g}s; replies keep arriving in lab.replies(), %stop stops it"
+                f"the team is still working after {timeout:g}s; its replies keep arriving ({where}); %stop stops it"
             )
         return result
 

@@ -104,6 +104,7 @@ def test_an_ask_that_times_out_fails_the_cell_in_one_line(
     out = capsys.readouterr().out
     assert isinstance(result.error_in_exec, AskTimeout)
     assert out.startswith("aklab: the team is still working after 0.05s") and "Traceback" not in out
+    assert "its replies keep arriving (%transcript); %stop stops it" in out  # no lab.replies(): a notebook has no lab
     assert out.count("\n") == 1
     assert get_lab().wait(30)
 
