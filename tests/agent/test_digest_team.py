@@ -54,11 +54,12 @@ def test_old_turns_reach_the_server_as_digest_lines(fake_openai: FakeOpenAI, mod
     last = bodies[-1]["messages"]
     assert last[0]["role"] == "system" and last[0]["content"].startswith("You are Solo.")
     role_prompt = SOLO["roles"][0]["prompt"]  # type: ignore[index]
-    # the role's prompt opens every system message (the team state that opened the conversation
-    # rides there too, until the digest replaces that first turn: aklab.llm.system_state)
+    # the role's prompt opens every system message; the team's full state rides there too
+    # (aklab.llm.system_state), sent again after each fold took the turn that carried it
     assert all(b["messages"][0]["content"].startswith(role_prompt) for b in bodies)
+    assert all(b["messages"][0]["content"].count("— current state.") == 1 for b in bodies)
     systems = [b["messages"][0]["content"] for b in bodies]
-    assert [systems.index(x) for x in systems] == [0] * 7 + [7] * 7  # it changed once: at the first fold
+    assert [systems.index(x) for x in systems] == [0] * 7 + [7] * 6 + [13]  # changed at the folds only
     text = "\n".join(str(m.get("content") or "") for m in last)
     for i in range(14 - 7):  # older than the turns kept whole: one line each, in order
         assert f"- @Human request: Question {i}: what is {i} + {i}? ⇒ @Human response: Answer to Question {i}" in text

@@ -8,7 +8,7 @@ import copy
 from pydantic_ai.messages import ModelRequest, ModelResponse, SystemPromptPart, TextPart, UserPromptPart
 
 from aklab.agent.messages import split_leading_state
-from aklab.llm.system_state import lift_leading_state
+from aklab.llm.system_state import lift_state
 
 BLOCK = (
     "**Context update 1** — current state.\n\n## Team\n- @Human (Human)\n- @Solo (Solo)"
@@ -33,16 +33,35 @@ def test_the_block_moves_into_a_system_part_and_the_history_given_is_untouched()
         ModelRequest(parts=[UserPromptPart("You received a request from @Human. ...\n\nAnd 3+3?")]),
     ]
     before = copy.deepcopy(history)
-    sent = lift_leading_state(history, split_leading_state)
+    sent = lift_state(history, split_leading_state)
     assert history == before  # what the agent keeps (resume, digests, markers) is as it was
     assert [type(p).__name__ for p in sent[0].parts] == ["SystemPromptPart", "SystemPromptPart", "UserPromptPart"]
     assert [p.content for p in sent[0].parts] == ["You are Solo.", BLOCK, RECEIVED]
     assert sent[1:] == history[1:]
 
 
-def test_a_history_that_does_not_open_with_the_state_is_sent_as_it_is() -> None:
+def test_after_a_digest_the_latest_full_block_is_the_one_lifted() -> None:
+    """Old turns folded: the opening block went with them, and the team sent the whole state
+    again at the head of a later turn; deltas after it stay where they are."""
+    again = BLOCK.replace("Context update 1", "Context update 2")
+    delta = "**Context update 3** — state has changed since the last update.\n\n## Team\n- @Human (Human)"
+    history = [
+        ModelRequest(parts=[SystemPromptPart("You are Solo."), UserPromptPart("Earlier in this conversation…")]),
+        ModelRequest(parts=[UserPromptPart(f"{again}\n\n{RECEIVED}")]),
+        ModelResponse(parts=[TextPart("4")]),
+        ModelRequest(parts=[UserPromptPart(f"{delta}\n\n{RECEIVED}")]),
+    ]
+    before = copy.deepcopy(history)
+    sent = lift_state(history, split_leading_state)
+    assert history == before
+    assert [p.content for p in sent[0].parts] == ["You are Solo.", again, "Earlier in this conversation…"]
+    assert [p.content for p in sent[1].parts] == [RECEIVED]
+    assert sent[2:] == history[2:]  # the delta stays in its turn
+
+
+def test_a_history_without_a_full_block_at_the_head_of_a_prompt_is_sent_as_it_is() -> None:
     digest = [ModelRequest(parts=[SystemPromptPart("You are Solo."), UserPromptPart("Earlier in this conversation…")])]
-    assert lift_leading_state(digest, split_leading_state) is digest
+    assert lift_state(digest, split_leading_state) is digest
     media = [ModelRequest(parts=[UserPromptPart([f"{BLOCK}\n\n{RECEIVED}"])])]  # not one string: left alone
-    assert lift_leading_state(media, split_leading_state) is media
-    assert lift_leading_state([], split_leading_state) == []
+    assert lift_state(media, split_leading_state) is media
+    assert lift_state([], split_leading_state) == []
