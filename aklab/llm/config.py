@@ -244,6 +244,10 @@ class RuntimeConfig(_OneLineErrors):
     (only when the model can stream and someone listens: ``ReactAgent(on_stream=...)``)."""
 
 
+RECENT_RUNS = 4
+"""Runs an agent's history keeps whole when folding, unless its config or its model family says otherwise."""
+
+
 class CompactionConfig(_OneLineErrors):
     """Context compaction: on by default, sized from the model's context length.
 
@@ -264,9 +268,11 @@ class CompactionConfig(_OneLineErrors):
     """Fold runs older than ``recent_runs`` into a digest at the head of the history: one
     shortened line per run (what arrived, what was sent), so old turns cost a line, not
     their whole text. False: every run stays whole until the context fills."""
-    recent_runs: int = Field(default=4, ge=1)
+    recent_runs: int | None = Field(default=None, ge=1)
     """Runs kept whole when folding; folding waits until half as many again have piled up,
-    so the history's head (and a provider's prompt cache) changes only every few runs."""
+    so the history's head (and a provider's prompt cache) changes only every few runs.
+    None: the model family's choice (``Profile.recent_runs``: 2 for ``local:`` models,
+    else ``RECENT_RUNS``)."""
     digest_chars: int = Field(default=4_000, ge=200)
     """Most characters the digest may hold; its oldest lines go first."""
     digest_line_chars: int = Field(default=48, ge=16)

@@ -61,7 +61,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.usage import UsageLimits
 
 from aklab.errors import AklabError
-from aklab.llm.config import CompactionConfig, ModelConfig, RuntimeConfig
+from aklab.llm.config import RECENT_RUNS, CompactionConfig, ModelConfig, RuntimeConfig
 from aklab.llm.failures import RunCancelledError, describe_failure, is_context_overflow, is_cut_response
 from aklab.llm.history import (
     RunLine,
@@ -454,10 +454,11 @@ class ReactAgent:
     def maybe_fold(self) -> int:
         """Fold old runs once ``recent_runs`` and half as many again have piled up (when enabled)."""
         cfg = self.compaction_cfg
-        piled_up = len(self._run_starts()) > cfg.recent_runs + max(1, cfg.recent_runs // 2)
+        recent = cfg.recent_runs or self.profile.recent_runs or RECENT_RUNS
+        piled_up = len(self._run_starts()) > recent + max(1, recent // 2)
         if not (cfg.enabled and cfg.digest and piled_up):
             return 0
-        return self.fold(keep_runs=cfg.recent_runs)
+        return self.fold(keep_runs=recent)
 
     def _keep_from(self, cut: int, head: list[ModelMessage]) -> None:
         kept = self.messages[cut:]

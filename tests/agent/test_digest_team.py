@@ -67,3 +67,29 @@ def test_old_turns_reach_the_server_as_digest_lines(fake_openai: FakeOpenAI, mod
     assert all(_wire_pairs_valid(b["messages"]) for b in bodies)
     whole = sum(len(str(m.get("content") or "")) for m in bodies[6]["messages"])
     assert sum(len(str(m.get("content") or "")) for m in last) < 2 * whole  # bounded, not growing per turn
+
+
+def _turns_sent(body: dict[str, Any]) -> int:
+    """Whole turns in a request: user messages that carry a received message."""
+    return sum(m["role"] == "user" and "You received a request" in str(m["content"]) for m in body["messages"])
+
+
+def test_a_local_model_keeps_two_whole_turns_unless_told_otherwise(fake_openai: FakeOpenAI) -> None:
+    """Small local models copy their last answers: ``local:`` keeps two turns whole (not four)
+    before older ones fold into the digest; a ``CompactionConfig.recent_runs`` given wins."""
+    from aklab.llm.config import CompactionConfig
+
+    fake_openai.default = _answer
+    cfg = ModelConfig.parse("local:smollm2", base_url=fake_openai.url)
+    team = team_from_dict(SOLO)
+    told = team_from_dict(SOLO)  # the same team, its card's compaction set by hand
+    told.cards[0] = told.cards[0].model_copy(
+        update={"config": told.cards[0].config.model_copy(update={"compaction_cfg": CompactionConfig(recent_runs=4)})}
+    )
+    for spec, most in ((team, 2 + 1 + 1), (told, 4 + 2 + 1)):
+        fake_openai.bodies.clear()
+        with Lab(spec, model=cfg, store=False) as lab:
+            for i in range(10):
+                assert [m.content for m in lab.ask(f"Question {i}?", timeout=20)] == [f"Answer to Question {i}?"]
+        turns = [_turns_sent(b) for b in fake_openai.bodies]
+        assert max(turns) == most, str(turns)  # kept whole, half as many again piled up, and this one

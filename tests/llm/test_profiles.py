@@ -85,6 +85,7 @@ def test_a_local_profile_speaks_the_llama_cpp_dialect(resolved: Callable[..., Re
         local=True,
         reports_stream_usage=False,
         state_in_system=True,
+        recent_runs=2,
         context_length=4_096,
     )
     assert r.settings == {

@@ -92,6 +92,9 @@ class Profile:
     workload questions each asked as a team's first (8 seeds) got the expected word 55 times in
     72 with the state in the user's turn, 67 with it in the system message; ten-question
     sessions (40 seeds) 7.5 answers with the expected word against 6.0."""
+    recent_runs: int | None = None
+    """Runs an agent keeps whole before older ones fold into the digest, when its
+    ``CompactionConfig.recent_runs`` is None (None here: ``config.RECENT_RUNS``)."""
     context_length: int | None = None
     """The context window automatic compaction is sized from, in tokens:
     ``ModelConfig.context_length``, else the family's ``default_context_length``
@@ -317,6 +320,9 @@ class Family(ABC):
     """The response cap when ``ModelConfig.max_tokens`` is None (None: the server's own)."""
     default_temperature: ClassVar[float | None] = None
     """The sampling temperature when ``ModelConfig.temperature`` is None (None: the server's own)."""
+    default_recent_runs: ClassVar[int | None] = None
+    """Runs kept whole before older ones fold into the digest (``Profile.recent_runs``; None:
+    ``config.RECENT_RUNS``)."""
     default_context_length: ClassVar[int] = 8_192
     """The context window when ``ModelConfig.context_length`` is None: compaction is sized
     from it, so an agent's history stays bounded by default. A family whose models differ
@@ -333,6 +339,7 @@ class Family(ABC):
 
     def profile(self, ctx: BuildContext, **fields: Any) -> Profile:
         fields.setdefault("family", self.name)
+        fields.setdefault("recent_runs", self.default_recent_runs)
         fields.setdefault("label", ctx.label)
         fields.setdefault("output_mode", ctx.output_mode(self.default_output_mode))
         fields.setdefault("context_length", ctx.cfg.context_length or self.default_context_length)
