@@ -102,7 +102,14 @@ class Orchestrator(Akgent[BaseConfig, Any]):
             raise RoutingError(f"no AgentCard for role {role!r} (known roles: {known})")
         config = card.get_config_copy()
         if name:
-            config = config.model_copy(update={"name": name if name.startswith("@") else f"@{name}"})
+            name = name if name.startswith("@") else f"@{name}"
+            taken = self.team_directory.member(name)
+            if taken is not None:  # an asked-for name is kept or refused, never quietly renamed
+                raise RoutingError(
+                    f"{name} is already on the team ({taken.role}); "
+                    "give another name, or leave the name out and one is picked"
+                )
+            config = config.model_copy(update={"name": name})
         return self.createActor(card.get_agent_class(), config, during=during)
 
     def set_entry(self, address: ActorAddress) -> None:

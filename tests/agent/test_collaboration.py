@@ -138,6 +138,23 @@ def test_a_human_can_drive_an_agent_with_slash_commands(system: ActorSystem) -> 
     assert prompt.endswith("/no_such_command falls through to the model")
 
 
+def test_hiring_under_a_name_already_taken_is_refused_and_says_how(system: ActorSystem) -> None:
+    team = make_team(system, [card("Manager", routes_to=["Developer"]), card("Developer")])
+    manager = team.start("Manager")
+    team.say(manager, "/hire_member Developer name=Dev1")
+    team.say(manager, "/hire_member Developer name=@Dev1")
+    team.say(manager, "/hire_member Developer")
+    team.say(manager, "/hire_member Developer")  # no name asked for: a free one is picked
+    team.settle()
+    replies = [m.content for m in team.inbox.messages]
+    assert replies[0] == "@Dev1 (Developer)"
+    assert replies[1] == (
+        "Error in /hire_member: @Dev1 is already on the team (Developer); "
+        "give another name, or leave the name out and one is picked"
+    )
+    assert replies[2:] == ["@Developer (Developer)", "@Developer2 (Developer)"]
+
+
 def test_a_model_cannot_command_another_agent_by_writing_a_slash_command(system: ActorSystem) -> None:
     attacker = scripted_model([_send(("@Developer", "instruction", "/fire_member @Manager"))])
     team = make_team(
