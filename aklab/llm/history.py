@@ -47,6 +47,7 @@ __all__ = [
     "plain_run_line",
     "prune_rejected",
     "reopen",
+    "retell",
     "run_starts",
     "shorten",
     "shrink_parts",
@@ -113,6 +114,22 @@ def prune_rejected(messages: list[ModelMessage], start: int = 0) -> list[ModelMe
             continue
         out.append(msg)
         i += 1
+    return out
+
+
+def retell(messages: list[ModelMessage], start: int, tidied: Sequence[tuple[str, str]]) -> list[ModelMessage]:
+    """``messages`` with each model text at or after ``start`` that ``tidied`` names (as written)
+    replaced by its text as delivered."""
+    swap = dict(tidied)
+    out = list(messages[:start])
+    for msg in messages[start:]:
+        if isinstance(msg, ModelResponse) and any(isinstance(p, TextPart) and p.content in swap for p in msg.parts):
+            parts = [
+                dataclasses.replace(p, content=swap[p.content]) if isinstance(p, TextPart) and p.content in swap else p
+                for p in msg.parts
+            ]
+            msg = dataclasses.replace(msg, parts=parts)
+        out.append(msg)
     return out
 
 

@@ -41,7 +41,7 @@ from pydantic_ai.output import NativeOutput
 
 from aklab.llm.streaming import messages_item_type
 
-__all__ = ["RUN_FALLBACK", "OutputMode", "OutputPlan", "messages_item_type", "plan_output"]
+__all__ = ["RUN_FALLBACK", "RUN_TIDIED", "OutputMode", "OutputPlan", "messages_item_type", "plan_output"]
 
 OutputMode = Literal["tool", "native", "prompted", "text"]
 
@@ -79,6 +79,18 @@ class OutputPlan:
 
 #: The running run's text fallback (read by the text and JSON readers).
 RUN_FALLBACK: ContextVar[Callable[[str], Any] | None] = ContextVar("aklab_run_fallback", default=None)
+
+
+#: The running run's tidied answers, (as written, as delivered): the run's history keeps them
+#: as delivered, since a small model copies its own earlier answers, debris and all.
+RUN_TIDIED: ContextVar[list[tuple[str, str]] | None] = ContextVar("aklab_run_tidied", default=None)
+
+
+def _tidied(written: str, delivered: str) -> str:
+    tidied = RUN_TIDIED.get()
+    if tidied is not None:
+        tidied.append((written, delivered))
+    return delivered
 
 
 def _fallback(text: str) -> Any:
@@ -191,6 +203,41 @@ def _extract_json(text: str) -> Any:
     return value if isinstance(value, dict) else None
 
 
+#: The fence a JSON object sat in: its opening line just before it, its close just after.
+_FENCE_OPEN = re.compile(r"```[ \t]*(?:json)?[ \t]*\s*\Z", re.IGNORECASE)
+_FENCE_CLOSE = re.compile(r"\A\s*```")
+
+
+def _prose_around(text: str, data: dict[str, Any]) -> str:
+    """The text before the JSON object ``data`` in ``text`` (else the text after it), without the
+    fence it sat in or the line that led into it ("... in JSON:"): what a reply whose JSON holds
+    no message says.
+    SmolLM2 answered "The capital of France is Paris." and then wrote the reply's JSON without
+    its ``message``; asked again, it wrote the empty JSON alone until its retries ran out."""
+    decoder = json.JSONDecoder()
+    for brace in re.finditer(r"\{", text):
+        try:
+            value, end = decoder.raw_decode(text, brace.start())
+        except ValueError:
+            continue
+        if value == data:
+            before, after = text[: brace.start()], text[end:]
+            break
+    else:
+        return ""
+    if _FENCE_OPEN.search(before) and _FENCE_CLOSE.search(after):
+        before, after = _FENCE_OPEN.sub("", before), _FENCE_CLOSE.sub("", after)
+    lines = before.rstrip().split("\n")
+    while lines and (not lines[-1].strip() or lines[-1].rstrip().endswith(":")):
+        sentences = re.split(r"(?<=[.!?])\s+", lines.pop().strip())
+        if len(sentences) > 1:  # "Paris. As JSON:": the sentences before the lead-in stay
+            lines.append(" ".join(sentences[:-1]))
+            break
+    # what follows the JSON only when nothing came before it: after an answer it talks about
+    # the JSON ("This response contains a JSON object ..."), and the model copied that onwards
+    return "\n".join(lines).strip() or _strip(after)
+
+
 def _text_reader(_: Any, fallback: Callable[[str], Any]) -> Callable[[str], Any]:
     def read(text: str) -> Any:
         body = text.strip()
@@ -225,6 +272,9 @@ def _json_reader(
                     return fallback(prose)
                 if not _tries_format(data) and not _strip(text).startswith("{"):
                     return fallback(text.strip())  # prose quoting a JSON object: the answer, as written
+                around = _prose_around(text, data)
+                if around:  # the answer in prose, then the reply's envelope with nothing in it
+                    return fallback(_tidied(text, around))
                 # JSON without any text to deliver: protocol debris, never a reply.
                 raise ModelRetry(f"Your JSON did not match the format: {_first_error(exc)}") from exc
         if fallback is None:

@@ -72,11 +72,12 @@ from aklab.llm.history import (
     plain_run_line,
     prune_rejected,
     reopen,
+    retell,
     run_starts,
     shrink_parts,
 )
 from aklab.llm.limits import AgentBudget, AgentUsageLimits, RunUsageLimitError, RunUsageLimits
-from aklab.llm.output_modes import RUN_FALLBACK, OutputPlan, plan_output
+from aklab.llm.output_modes import RUN_FALLBACK, RUN_TIDIED, OutputPlan, plan_output
 from aklab.llm.profiles import resolve
 from aklab.llm.recovery import LimitRecoveryCapability, NoFunctionTools, closed_history
 from aklab.llm.replay import Replay, in_process
@@ -304,6 +305,8 @@ class ReactAgent:
             event_stream_handler=streamer.handle if streamer is not None else None,
         )
         fallback = RUN_FALLBACK.set(plan.fallback)  # the task copies the context as it is created
+        tidied: list[tuple[str, str]] = []
+        tidied_token = RUN_TIDIED.set(tidied)
         try:
             with capture_run_messages() as captured:
                 task = self._loop.create_task(coro)
@@ -332,7 +335,10 @@ class ReactAgent:
         finally:
             self.current_run_id = None
             RUN_FALLBACK.reset(fallback)
+            RUN_TIDIED.reset(tidied_token)
         self.messages = prune_rejected(result.all_messages(), before)
+        if tidied:
+            self.messages = retell(self.messages, before, tidied)
         if streamer is not None:
             streamer.finish(result.output)
         self._report(tap.take(), run_id, started)

@@ -166,3 +166,55 @@ def test_a_code_answer_reaches_the_human_whole_through_the_real_provider(fake_op
     )
     with Lab(team_from_dict(solo), model=cfg) as lab:
         assert [m.content for m in lab.ask("Reverse a string in Python.", timeout=10)] == [code]
+
+
+#: SmolLM2's first answer in one of 40 fresh teams: the answer, a line pointing at JSON, then
+#: the reply's JSON without its "message".
+ENVELOPE = {"messages": [{"recipient": "@Human", "message_type": "response"}]}
+PROSE_THEN_ENVELOPE = (
+    "The capital of France is Paris.\n\nYou can use the JSON format to send a response with the requested "
+    "information:\n```json\n" + json.dumps(ENVELOPE, indent=4) + "\n```"
+)
+
+
+def test_prose_then_a_reply_envelope_with_no_message_delivers_the_prose() -> None:
+    """Asked again, SmolLM2 wrote only the empty envelope three times, and the ask failed with
+    its answer already written; in another session the retry prompt set it talking about
+    invalid JSON for the rest of the session."""
+    plan = plan_output(StructuredOutput, "prompted", fallback=reply_to_human, recipients=["@Human"])
+    assert read(plan.output_type, PROSE_THEN_ENVELOPE) == reply_to_human("The capital of France is Paris.")
+    same_line = "Paris is the capital of France. As JSON: " + json.dumps(ENVELOPE)
+    assert read(plan.output_type, same_line) == reply_to_human("Paris is the capital of France.")
+    # what follows the JSON talks about it, and the model copied that into later answers
+    commented = "The answer is 4.\n" + json.dumps(ENVELOPE) + "\nThis response contains a JSON object."
+    assert read(plan.output_type, commented) == reply_to_human("The answer is 4.")
+    assert read(plan.output_type, json.dumps(ENVELOPE) + "\nParis.") == reply_to_human("Paris.")
+    for debris in (  # nothing but a line pointing at the JSON: still debris, asked again
+        "Here is my reply:\n```json\n" + json.dumps(ENVELOPE) + "\n```",
+        "As JSON:\n" + json.dumps(ENVELOPE),
+        json.dumps(ENVELOPE),
+    ):
+        with pytest.raises(ModelRetry):
+            read(plan.output_type, debris)
+
+
+def test_prose_then_an_empty_envelope_answers_in_one_request_through_the_real_provider(
+    fake_openai: FakeOpenAI,
+) -> None:
+    from aklab.lab import Lab
+    from aklab.lab.teamfile import team_from_dict
+    from aklab.llm import ModelConfig
+
+    fake_openai.push(text(PROSE_THEN_ENVELOPE))
+    solo = {"name": "solo", "entry": "Solo", "roles": [{"role": "Solo", "prompt": "You are Solo."}]}
+    cfg = ModelConfig(provider="openai-compatible", model="fake", base_url=fake_openai.url, output_mode="prompted")
+    with Lab(team_from_dict(solo), model=cfg) as lab:
+        replies = lab.ask("What is the capital of France?", timeout=10)
+        assert [m.content for m in replies] == ["The capital of France is Paris."]
+        assert len(fake_openai.requests) == 1
+        fake_openai.push(text("4"))
+        assert [m.content for m in lab.ask("What is 2+2?", timeout=10)] == ["4"]
+    # the history holds the answer as delivered: SmolLM2 copied the JSON, and the line about it,
+    # from its own earlier answer into every answer after it
+    said = [m["content"] for m in fake_openai.bodies[1]["messages"] if m["role"] == "assistant"]
+    assert said == ["The capital of France is Paris."]
