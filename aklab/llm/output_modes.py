@@ -211,20 +211,19 @@ _FENCE_CLOSE = re.compile(r"\A\s*```")
 def _prose_around(text: str, data: dict[str, Any]) -> str:
     """The text before the JSON object ``data`` in ``text`` (else the text after it), without the
     fence it sat in or the line that led into it ("... in JSON:"): what a reply whose JSON holds
-    no message says.
-    SmolLM2 answered "The capital of France is Paris." and then wrote the reply's JSON without
-    its ``message``; asked again, it wrote the empty JSON alone until its retries ran out."""
-    decoder = json.JSONDecoder()
-    for brace in re.finditer(r"\{", text):
-        try:
-            value, end = decoder.raw_decode(text, brace.start())
-        except ValueError:
-            continue
-        if value == data:
-            before, after = text[: brace.start()], text[end:]
-            break
-    else:
+    no message says. SmolLM2 answered "The capital of France is Paris." and then wrote the
+    reply's JSON without its ``message``; asked again, it wrote the empty JSON alone until its
+    retries ran out."""
+    code = [m.span() for m in _CODE_BLOCK.finditer(text)]
+    # where _extract_json found it: the first brace outside code in another language
+    brace = next((m.start() for m in re.finditer(r"\{", text) if not any(a <= m.start() < b for a, b in code)), -1)
+    try:
+        value, end = json.JSONDecoder().raw_decode(text, brace) if brace >= 0 else (None, 0)
+    except ValueError:
         return ""
+    if value != data:
+        return ""
+    before, after = text[:brace], text[end:]
     if _FENCE_OPEN.search(before) and _FENCE_CLOSE.search(after):
         before, after = _FENCE_OPEN.sub("", before), _FENCE_CLOSE.sub("", after)
     lines = before.rstrip().split("\n")

@@ -189,6 +189,8 @@ def test_prose_then_a_reply_envelope_with_no_message_delivers_the_prose() -> Non
     commented = "The answer is 4.\n" + json.dumps(ENVELOPE) + "\nThis response contains a JSON object."
     assert read(plan.output_type, commented) == reply_to_human("The answer is 4.")
     assert read(plan.output_type, json.dumps(ENVELOPE) + "\nParis.") == reply_to_human("Paris.")
+    code = "```python\nd = {'a': {}}\n```\n"  # braces in code do not count, and the code stays
+    assert read(plan.output_type, code + json.dumps(ENVELOPE)) == reply_to_human(code.strip())
     for debris in (  # nothing but a line pointing at the JSON: still debris, asked again
         "Here is my reply:\n```json\n" + json.dumps(ENVELOPE) + "\n```",
         "As JSON:\n" + json.dumps(ENVELOPE),
