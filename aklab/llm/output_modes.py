@@ -208,6 +208,15 @@ _FENCE_OPEN = re.compile(r"```[ \t]*(?:json)?[ \t]*\s*\Z", re.IGNORECASE)
 _FENCE_CLOSE = re.compile(r"\A\s*```")
 
 
+def _answers_only(data: dict[str, Any]) -> bool:
+    """Whether the reply's JSON only answers (``response``, or no intent given): the prose
+    around it can then go back to the sender as the fallback sends it. An empty request to
+    someone else is asked for again, so that a model can still fix it and delegate."""
+    messages = data.get("messages")
+    items = messages if isinstance(messages, list) else [data]
+    return all(not isinstance(m, dict) or m.get("message_type") in (None, "response") for m in items)
+
+
 def _prose_around(text: str, data: dict[str, Any]) -> str:
     """The text before the JSON object ``data`` in ``text`` (else the text after it), without the
     fence it sat in or the line that led into it ("... in JSON:"): what a reply whose JSON holds
@@ -271,7 +280,7 @@ def _json_reader(
                     return fallback(prose)
                 if not _tries_format(data) and not _strip(text).startswith("{"):
                     return fallback(text.strip())  # prose quoting a JSON object: the answer, as written
-                around = _prose_around(text, data)
+                around = _prose_around(text, data) if _answers_only(data) else ""
                 if around:  # the answer in prose, then the reply's envelope with nothing in it
                     return fallback(_tidied(text, around))
                 # JSON without any text to deliver: protocol debris, never a reply.

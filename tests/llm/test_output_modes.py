@@ -191,6 +191,9 @@ def test_prose_then_a_reply_envelope_with_no_message_delivers_the_prose() -> Non
     assert read(plan.output_type, json.dumps(ENVELOPE) + "\nParis.") == reply_to_human("Paris.")
     code = "```python\nd = {'a': {}}\n```\n"  # braces in code do not count, and the code stays
     assert read(plan.output_type, code + json.dumps(ENVELOPE)) == reply_to_human(code.strip())
+    delegation = {"messages": [{"recipient": "Developer", "message_type": "request"}]}
+    with pytest.raises(ModelRetry):  # an empty request to someone else: asked again, to be fixed
+        read(plan.output_type, "I will ask the Developer.\n" + json.dumps(delegation))
     for debris in (  # nothing but a line pointing at the JSON: still debris, asked again
         "Here is my reply:\n```json\n" + json.dumps(ENVELOPE) + "\n```",
         "As JSON:\n" + json.dumps(ENVELOPE),
