@@ -6,13 +6,18 @@ the Manager answers the human (about three LLM turns per ask). Asks are sent one
 another until the team has made N model requests, counted from the usage events.
 
 Every 1,000 turns (a *window*) the wall time of the window is noted, then ``gc.collect()``
-and the resident set size (VmRSS). Two figures are budgeted: the last window's time over
-the first's (a history that grows makes every turn cost more) and the slope of RSS per
-1,000 turns, least squares over the second half of the windows: the first ones pay
-one-time costs (imports, schema caches, the hire) and fill the capped collections up to
-their caps (recent records, events per type, transcript, the human's inbox, the asks
-remembered; the last fill by about 6,000 turns). The slope after the first window, the
-live Python blocks (``sys.getallocatedblocks``) and each window's figures are reported
+and the resident set size (VmRSS). Beside the soak, for its whole length, runs its floor:
+another interpreter asking fresh default Labs (each with a store of its own, 600 timed
+turns after 30 untimed ones, then the next) and timing every 50 turns. Two figures are
+budgeted: the last window's time per turn over the first's, each divided by the floor's
+time per turn over the same seconds (a history that grows makes every turn cost more; a
+machine that slows for a minute slows the floor as much: on this shared VM the raw ratio
+of the same code ranged from 0.83x to 1.59x), and the slope of RSS per 1,000 turns, least
+squares over the second half of the windows: the first ones pay one-time costs (imports,
+schema caches, the hire) and fill the capped collections up to their caps (recent records,
+events per type, transcript, the human's inbox, the asks remembered; the last fill by
+about 6,000 turns). The slope after the first window, the live Python blocks
+(``sys.getallocatedblocks``), the raw time ratio and each window's figures are reported
 too.
 
 Runs in a fresh interpreter, so heap left over by earlier benchmarks cannot absorb the
@@ -28,11 +33,13 @@ import gc
 import json
 import logging
 import os
+import subprocess
 import sys
+import threading
 import time
 from typing import Any
 
-from bench.common import Figure, rss_mb, run_module_json
+from bench.common import REPO, Figure, child_env, rss_mb, run_module_json
 
 __all__ = ["measure", "run", "slope"]
 
@@ -42,6 +49,10 @@ TURNS = 10_000
 WINDOW = 1_000
 SMOKE_TURNS = 300
 SMOKE_WINDOW = 100
+#: Turns of the fresh Lab timed after each window (the floor of that moment).
+FLOOR_TURNS = 600
+FLOOR_WARMUP = 30
+FLOOR_CHUNK = 50
 ASK_TIMEOUT = 120.0
 #: Budgets (issue 11): the last window costs at most 1.2x the first; RSS grows at most
 #: 0.5 MB per 1,000 turns.
@@ -59,10 +70,107 @@ def slope(xs: list[float], ys: list[float]) -> float:
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var if var else 0.0
 
 
+def _ask_until(lab: Any, turns: int, asks: int) -> int:
+    """Ask ``lab`` one question after another until it has made ``turns`` model requests."""
+    while len(lab.recorder.usage) < turns:
+        lab.ask(f"Task {asks}: add field {asks} to the login form.", timeout=ASK_TIMEOUT)
+        asks += 1
+    return asks
+
+
+def floor_loop(turns: int = FLOOR_TURNS, warmup: int = FLOOR_WARMUP, chunk: int = FLOOR_CHUNK) -> None:
+    """The floor, run beside the soak until terminated: fresh default Labs one after
+    another, each storing to a folder of its own, asked ``warmup`` untimed turns (the
+    hire, cold caches) then ``turns`` more, timed ``chunk`` turns at a time. Prints one
+    JSON line per chunk: its start and end on the system's monotonic clock, and its turns."""
+    import signal
+    import tempfile
+
+    from aklab.lab import Lab
+
+    # Terminated by the soak: leave through the finally clauses (close the Lab, remove
+    # its folder), not by dying where the signal lands.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    while True:
+        with tempfile.TemporaryDirectory(prefix="aklab-b9-floor-") as folder:
+            os.environ["AKLAB_STORE"] = os.path.join(folder, "events.sqlite3")
+            lab = Lab()
+            try:
+                asks = _ask_until(lab, warmup, 0)
+                end = len(lab.recorder.usage) + turns
+                while (before := len(lab.recorder.usage)) < end:
+                    t0 = time.clock_gettime(time.CLOCK_MONOTONIC)
+                    asks = _ask_until(lab, before + chunk, asks)
+                    t1 = time.clock_gettime(time.CLOCK_MONOTONIC)
+                    print(json.dumps({"t0": t0, "t1": t1, "turns": len(lab.recorder.usage) - before}), flush=True)
+            finally:
+                lab.close()
+
+
+class Floor:
+    """:func:`floor_loop` in a fresh interpreter beside the soak (both share the machine
+    as it is at each moment), its chunks collected by a thread; stopped by its pid."""
+
+    def __init__(self) -> None:
+        self.chunks: list[dict[str, float]] = []
+        self._first = threading.Event()
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.b9_soak", "--floor"],
+            cwd=REPO,
+            env=child_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        self._reader = threading.Thread(target=self._read, name="b9-floor-reader", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self._proc.stdout is not None
+        for line in self._proc.stdout:
+            self.chunks.append(json.loads(line))
+            self._first.set()
+        self._first.set()
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        """Block until the floor has timed its first chunk (it is warm)."""
+        if not self._first.wait(timeout) or not self.chunks:
+            self.stop()
+            raise RuntimeError(f"the B9 floor process gave no timing within {timeout:.0f} s")
+
+    def per_turn(self, t0: float, t1: float) -> float:
+        """Seconds per turn of the floor's chunks overlapping ``[t0, t1]``, each weighted
+        by the share of it that falls inside (nan if none does)."""
+        seconds = turns = 0.0
+        for c in list(self.chunks):
+            overlap = min(t1, c["t1"]) - max(t0, c["t0"])
+            if overlap > 0:
+                share = overlap / (c["t1"] - c["t0"])
+                seconds += share * (c["t1"] - c["t0"])
+                turns += share * c["turns"]
+        return seconds / turns if turns else float("nan")
+
+    def stop(self) -> None:
+        self._proc.terminate()
+        try:
+            self._proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        self._reader.join(timeout=30)
+        if self._proc.stdout is not None:
+            self._proc.stdout.close()
+
+
 def measure(
-    turns: int = TURNS, window: int = WINDOW, *, trace_from: int | None = None, progress: bool = False
+    turns: int = TURNS,
+    window: int = WINDOW,
+    *,
+    trace_from: int | None = None,
+    progress: bool = False,
 ) -> dict[str, Any]:
-    """Drive a default Lab for ``turns`` model requests; per-window time and RSS."""
+    """Drive a default Lab for ``turns`` model requests beside the floor; per-window time,
+    RSS and the floor's time per turn over the same seconds."""
     from aklab.lab import Lab
 
     lab = Lab()
@@ -70,11 +178,14 @@ def measure(
     windows: list[dict[str, float]] = []
     snapshot: Any = None
     asks = 0
+    beside = Floor()
     try:
+        beside.wait_ready()
         gc.collect()
         rss_start = rss_mb()
         done = 0
         start = time.perf_counter()
+        t0 = time.clock_gettime(time.CLOCK_MONOTONIC)
         while done < turns:
             target = min(turns, done + window)
             while len(recorder.usage) < target:
@@ -86,9 +197,19 @@ def measure(
                 lab.ask(f"Task {asks}: add field {asks} to the login form.", timeout=ASK_TIMEOUT)
                 asks += 1
             elapsed = time.perf_counter() - start
+            t1 = time.clock_gettime(time.CLOCK_MONOTONIC)
             done = len(recorder.usage)
             gc.collect()
-            windows.append({"turns": done, "seconds": elapsed, "rss_mb": rss_mb(), "blocks": sys.getallocatedblocks()})
+            windows.append(
+                {
+                    "turns": done,
+                    "seconds": elapsed,
+                    "rss_mb": rss_mb(),
+                    "blocks": sys.getallocatedblocks(),
+                    "t0": t0,
+                    "t1": t1,
+                }
+            )
             if progress:
                 w = windows[-1]
                 print(
@@ -97,6 +218,7 @@ def measure(
                     flush=True,
                 )
             start = time.perf_counter()
+            t0 = time.clock_gettime(time.CLOCK_MONOTONIC)
         top: list[str] = []
         if snapshot is not None:
             import tracemalloc
@@ -106,7 +228,10 @@ def measure(
             top = [str(s) for s in stats[:25]]
         errors = lab.errors()
     finally:
+        beside.stop()
         lab.close()
+    for w in windows:
+        w["floor_s_per_turn"] = beside.per_turn(w.pop("t0"), w.pop("t1"))
     return {
         "turns": done,
         "asks": asks,
@@ -122,11 +247,14 @@ def measure(
 def summarize(result: dict[str, Any]) -> dict[str, float]:
     windows = result["windows"]
     per_k = 1000 / result["window"]
-    # Time per window, normalised to a full window (the last may be short).
+    # Time per window, normalised to a full window (the last may be short), and that
+    # window's time per turn over its floor's (a fresh Lab timed right after it).
     secs = []
+    relative = []
     prev = 0.0
     for w in windows:
         secs.append(w["seconds"] * result["window"] / max(1.0, w["turns"] - prev))
+        relative.append((secs[-1] / result["window"]) / w["floor_s_per_turn"])
         prev = w["turns"]
     xs = [w["turns"] / 1000 for w in windows]
     rss = [w["rss_mb"] for w in windows]
@@ -139,7 +267,10 @@ def summarize(result: dict[str, Any]) -> dict[str, float]:
     return {
         "first_s": secs[0] * per_k,
         "last_s": secs[-1] * per_k,
-        "ratio": secs[-1] / secs[0] if secs[0] else float("nan"),
+        "raw_ratio": secs[-1] / secs[0] if secs[0] else float("nan"),
+        "ratio": relative[-1] / relative[0] if relative[0] else float("nan"),
+        "first_floor_s": windows[0]["floor_s_per_turn"] * 1000,
+        "last_floor_s": windows[-1]["floor_s_per_turn"] * 1000,
         "rss_slope": slope(xs[steady], rss[steady]),
         "rss_slope_after_first": slope(xs[1:], rss[1:]),
         "rss_slope_all": slope(xs, rss),
@@ -165,12 +296,13 @@ def run(*, smoke: bool = False, repeat: int = 3, context: dict[str, Any] | None 
         Figure(
             ID,
             workload,
-            f"time of the last {window} turns / the first {window}",
+            f"time of the last {window} turns / the first {window}, each over fresh Labs' beside it",
             s["ratio"],
             "x",
             budget_max=TIME_RATIO_MAX,
-            note=f"first {s['first_s']:.1f} s, last {s['last_s']:.1f} s per 1,000 turns; "
-            f"{s['turns_per_s']:.0f} turns/s overall{errors}",
+            note=f"first {s['first_s']:.1f} s, last {s['last_s']:.1f} s per 1,000 turns (raw ratio "
+            f"{s['raw_ratio']:.2f}x); fresh Labs beside it: {s['first_floor_s']:.1f} s and {s['last_floor_s']:.1f} s "
+            f"per 1,000 turns; {s['turns_per_s']:.0f} turns/s overall{errors}",
             details=result,
         ),
         Figure(
@@ -195,8 +327,12 @@ def main() -> None:
     parser.add_argument(
         "--trace", type=int, default=None, help="tracemalloc: compare the heap at this turn with the end"
     )
+    parser.add_argument("--floor", action="store_true", help="run the floor (fresh Labs) until terminated")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
+    if args.floor:
+        floor_loop()
+        return
     if args.trace is not None:
         import tracemalloc
 
