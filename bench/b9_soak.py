@@ -35,6 +35,7 @@ import logging
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from typing import Any
@@ -84,7 +85,6 @@ def floor_loop(turns: int = FLOOR_TURNS, warmup: int = FLOOR_WARMUP, chunk: int 
     hire, cold caches) then ``turns`` more, timed ``chunk`` turns at a time. Prints one
     JSON line per chunk: its start and end on the system's monotonic clock, and its turns."""
     import signal
-    import tempfile
 
     from aklab.lab import Lab
 
@@ -114,12 +114,13 @@ class Floor:
     def __init__(self) -> None:
         self.chunks: list[dict[str, float]] = []
         self._first = threading.Event()
+        self._stderr = tempfile.TemporaryFile(mode="w+")
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "bench.b9_soak", "--floor"],
             cwd=REPO,
             env=child_env(),
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=self._stderr,
             text=True,
         )
         self._reader = threading.Thread(target=self._read, name="b9-floor-reader", daemon=True)
@@ -151,6 +152,8 @@ class Floor:
         return seconds / turns if turns else float("nan")
 
     def stop(self) -> None:
+        """Terminate the floor; if it had died on its own, say why (its stderr's tail)."""
+        died = self._proc.poll()
         self._proc.terminate()
         try:
             self._proc.wait(timeout=30)
@@ -160,6 +163,11 @@ class Floor:
         self._reader.join(timeout=30)
         if self._proc.stdout is not None:
             self._proc.stdout.close()
+        self._stderr.seek(0)
+        tail = self._stderr.read()[-3000:]
+        self._stderr.close()
+        if died is not None:
+            raise RuntimeError(f"the B9 floor process exited on its own (status {died}):\n{tail}")
 
 
 def measure(
