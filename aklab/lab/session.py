@@ -377,8 +377,27 @@ class Lab:
         usage = self.recorder.usage.for_ask(ask_id)  # one ask's rows, not a scan of the session
         state = self.system.asks.get(ask_id)
         stopped = state is not None and state.cancelled is not None
-        conversation = [m for m in self.transcript() if m.ask_id == ask_id]
+        conversation = self._conversation(ask_id)
         return AskResult(replies, ask_id=ask_id, usage_events=usage, stopped=stopped, conversation=conversation)
+
+    def _conversation(self, ask_id: str) -> list[AgentMessage]:
+        """The messages of ask ``ask_id`` that memory holds, oldest first.
+
+        Read from the newest back to the person's message that started the ask (its id is
+        the ask id), so an ask costs what it sent, not the whole transcript kept (2,000
+        messages once a session is long: a scan of them all made every ask of a long
+        session slower than a fresh one's). Without that message in memory, every kept
+        message is looked at, as before.
+        """
+        found = []
+        for sent in reversed(self.recorder.transcript.snapshot()[1]):
+            message = sent.message
+            if isinstance(message, AgentMessage) and message.ask_id == ask_id:
+                found.append(message)
+                if message.id == ask_id:
+                    break
+        found.reverse()
+        return found
 
     def interrupt(self) -> Stopped:
         """Cancel every run in flight and wait (bounded) for the team to settle."""

@@ -130,6 +130,32 @@ def test_the_result_keeps_the_whole_conversation_for_a_saved_notebook(lab: Lab) 
     assert "**@Manager → @Developer** *(request)*" in markdown
 
 
+def test_each_of_two_asks_in_flight_at_once_gets_its_own_conversation(lab: Lab) -> None:
+    lab.ask("What is 2+2?", timeout=10)  # an earlier ask, older in the transcript
+    start = lab.send("Ask the Developer for a haiku about tests.")
+    first = lab.last_ask_id
+    lab.send("Ask the Developer for a haiku about rain.")
+    second = lab.last_ask_id
+    assert lab.wait(20)
+    for ask_id, topic in ((first, "tests"), (second, "rain")):
+        conversation = lab.result(ask_id, start).conversation
+        # what the demo team does with two asks at once varies (mail arriving mid-run),
+        # so the check is against the whole transcript, filtered
+        assert conversation == [m for m in lab.transcript() if m.ask_id == ask_id]
+        assert conversation[0].id == ask_id and topic in conversation[0].content  # the person's message first
+        assert len(conversation) >= 2  # and what the team said about it
+
+
+def test_a_conversation_longer_than_memory_keeps_what_memory_holds(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("aklab.lab.recorder.TRANSCRIPT_LIMIT", 3)
+    with Lab("dev-team", store=False) as lab:
+        result = lab.ask("Ask the Developer for a haiku about tests.", timeout=10)
+        kept = lab.transcript()
+    # the person's message has left memory: the newest three are what is left of the ask
+    assert len(kept) == 3 and result.conversation == kept
+    assert all(m.ask_id == result.ask_id for m in kept) and kept[0].id != result.ask_id
+
+
 def test_an_ask_a_slash_command_answered_cost_nothing() -> None:
     with Lab(store=False) as lab:
         result = lab.ask("/team_roles", timeout=20)
