@@ -50,7 +50,8 @@ TURNS = 10_000
 WINDOW = 1_000
 SMOKE_TURNS = 300
 SMOKE_WINDOW = 100
-#: Turns of the fresh Lab timed after each window (the floor of that moment).
+#: The floor beside the soak: each fresh Lab is asked FLOOR_WARMUP untimed turns, then
+#: FLOOR_TURNS timed FLOOR_CHUNK at a time, then the next Lab starts.
 FLOOR_TURNS = 600
 FLOOR_WARMUP = 30
 FLOOR_CHUNK = 50
@@ -146,9 +147,8 @@ class Floor:
         for c in list(self.chunks):
             overlap = min(t1, c["t1"]) - max(t0, c["t0"])
             if overlap > 0:
-                share = overlap / (c["t1"] - c["t0"])
-                seconds += share * (c["t1"] - c["t0"])
-                turns += share * c["turns"]
+                seconds += overlap
+                turns += overlap / (c["t1"] - c["t0"]) * c["turns"]
         return seconds / turns if turns else float("nan")
 
     def stop(self) -> None:
@@ -256,7 +256,7 @@ def summarize(result: dict[str, Any]) -> dict[str, float]:
     windows = result["windows"]
     per_k = 1000 / result["window"]
     # Time per window, normalised to a full window (the last may be short), and that
-    # window's time per turn over its floor's (a fresh Lab timed right after it).
+    # window's time per turn over the floor's during the same seconds.
     secs = []
     relative = []
     prev = 0.0
@@ -304,7 +304,7 @@ def run(*, smoke: bool = False, repeat: int = 3, context: dict[str, Any] | None 
         Figure(
             ID,
             workload,
-            f"time of the last {window} turns / the first {window}, each over fresh Labs' beside it",
+            f"time of the last {window} turns / the first {window}, each over fresh Labs timed beside it",
             s["ratio"],
             "x",
             budget_max=TIME_RATIO_MAX,
