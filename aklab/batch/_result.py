@@ -233,9 +233,10 @@ class BatchResult:
     @property
     def workers(self) -> pd.DataFrame:
         """One row per worker (``host:pid``) that ran attempts: how many, the most teams it hosted
-        at once, and its memory as it reported it (Ray actors and process workers read their own
-        RSS when each attempt ends; <NA> for the local engine): ``baseline_mb`` before any team,
-        ``peak_rss_mb`` the highest reading, ``growth_mb`` the difference, ``mb_per_team`` that
+        at once, and its memory as it reported it (each worker reads its own RSS when each attempt
+        ends; the local engine's one worker is this process): ``baseline_mb`` before any team,
+        ``peak_rss_mb`` the highest reading, the baseline included (RSS can fall below it as
+        memory is given back), ``growth_mb`` the difference, ``mb_per_team`` that
         over ``teams``."""
         import pandas as pd
 
@@ -250,10 +251,10 @@ class BatchResult:
             if o.host is not None:
                 row["teams"] = max(row["teams"] or 0, o.host.teams)
                 row["baseline_mb"] = o.host.baseline_mb
-                row["peak_rss_mb"] = max(row.get("peak_rss_mb") or 0.0, o.host.rss_mb)
+                row["peak_rss_mb"] = max(row.get("peak_rss_mb") or 0.0, o.host.baseline_mb, o.host.rss_mb)
         for row in rows.values():
             if row["teams"]:
-                row["growth_mb"] = max(0.0, row["peak_rss_mb"] - row["baseline_mb"])
+                row["growth_mb"] = row["peak_rss_mb"] - row["baseline_mb"]
                 row["mb_per_team"] = row["growth_mb"] / row["teams"]
         frame = pd.DataFrame(list(rows.values()), columns=WORKER_COLUMNS)
         frame["attempts"] = frame["attempts"].astype("int64")
