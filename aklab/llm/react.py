@@ -61,6 +61,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.usage import UsageLimits
 
 from aklab.errors import AklabError
+from aklab.llm._loop import agent_loop
 from aklab.llm.config import RECENT_RUNS, CompactionConfig, ModelConfig, RuntimeConfig
 from aklab.llm.failures import RunCancelledError, describe_failure, is_context_overflow, is_cut_response
 from aklab.llm.history import (
@@ -169,8 +170,8 @@ class ReactAgent:
         self._timeout = self.model_cfg.timeout if self.model_cfg.timeout is not None else runtime.http_timeout
         self._output_retries = runtime.output_retries if runtime.output_retries is not None else runtime.retries
         # One event loop per agent, closed with it: run_sync would leave a loop open
-        # on every actor thread.
-        self._loop = asyncio.new_event_loop()
+        # on every actor thread. It does not poll for I/O it has none of (aklab.llm._loop).
+        self._loop = agent_loop()
         self._finalizer = weakref.finalize(self, _close, self._loop, self._resolved)
         self._task: asyncio.Task[Any] | None = None
         self._task_lock = threading.Lock()
