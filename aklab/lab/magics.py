@@ -360,7 +360,8 @@ class AklabMagics(Magics):
 
         Usage:
           %stop            interrupt every run and withdraw the asks not started yet
-          %stop @Agent     cancel only @Agent's current run (its ask goes on)
+          %stop @Agent     cancel only @Agent's current run (its ask goes on); if it has
+                           none in flight, says so and sends nothing
 
         Prints what it did, e.g. "Stopped: interrupted the run of @Manager; withdrew 1 ask
         not started yet." It returns once the interrupted runs have ended (at most 5 s; it

@@ -39,12 +39,14 @@ CLOSE_TIMEOUT = 10.0
 
 
 class Stopped(list[str]):
-    """What a stop did: the agents whose runs it interrupted (the list), and how many asks
-    it withdrew before any agent had started on them (``withdrawn``)."""
+    """What a stop did: the agents whose runs it interrupted (the list), how many asks it
+    withdrew before any agent had started on them (``withdrawn``), and the agents named that
+    had no run to stop (``idle``)."""
 
-    def __init__(self, interrupted: list[str], *, withdrawn: int = 0) -> None:
+    def __init__(self, interrupted: list[str], *, withdrawn: int = 0, idle: list[str] | None = None) -> None:
         super().__init__(interrupted)
         self.withdrawn = withdrawn
+        self.idle = idle or []
 
     def summary(self) -> str:
         parts = []
@@ -52,7 +54,11 @@ class Stopped(list[str]):
             parts.append(f"interrupted the run{'s' if len(self) > 1 else ''} of {', '.join(self)}")
         if self.withdrawn:
             parts.append(f"withdrew {self.withdrawn} ask{'s' if self.withdrawn > 1 else ''} not started yet")
-        return ("Stopped: " + "; ".join(parts) + ".") if parts else "Nothing was running."
+        if parts:
+            return "Stopped: " + "; ".join(parts) + "."
+        if self.idle:
+            return f"Nothing was stopped: {', '.join(self.idle)} had no run in flight."
+        return "Nothing was running."
 
 
 class AskTimeout(AklabError):
@@ -410,18 +416,25 @@ class Lab:
 
         Every run an ask caused is interrupted, and its messages still queued (a queued
         ask too) are dropped unread, so the team goes quiet. With ``agent``, only that
-        agent's current run is cancelled (a ``CancelMessage``); the ask goes on.
+        agent's current run is cancelled (a ``CancelMessage``); the ask goes on. An agent with
+        no run in flight is left alone and named in ``idle``.
         """
         if agent is not None:
-            return Stopped(self._cancel([self.member(agent)]))
+            target = self.member(agent)
+            if target.name not in self._busy_now():
+                return Stopped([], idle=[target.name])
+            return Stopped(self._cancel([target]))
         asks = self.system.asks
         active = asks.active()
         waiting = sum(1 for a in active if a.turns == 0 and not a.runs)
-        # The ledger knows a run the moment it starts; the recorder hears of it through the
-        # team log a moment later (and of turns outside any ask).
-        busy = sorted(set(self.recorder.busy).union(asks.runners()))
+        busy = self._busy_now()
         asks.cancel_many([state.ask_id for state in active], "stopped by the human")
         return Stopped(busy, withdrawn=waiting)
+
+    def _busy_now(self) -> list[str]:
+        # The ledger knows a run the moment it starts; the recorder hears of it through the
+        # team log a moment later (and of turns outside any ask).
+        return sorted(set(self.recorder.busy).union(self.system.asks.runners()))
 
     def _cancel(self, targets: list[ActorAddress]) -> list[str]:
         told = []

@@ -65,3 +65,40 @@ def test_the_stop_magic_returns_with_the_team_settled(
     finally:
         fake_openai.release()
         set_lab(None)
+
+
+def test_stopping_one_agent_interrupts_its_run_or_says_it_had_none(
+    fake_openai: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`%stop @Agent` reports an interrupted run only when there was one in flight."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from aklab.lab import set_lab
+
+    fake_openai.default = echo
+    shell = InteractiveShell.instance()
+    shell.run_cell("%load_ext aklab")
+    cfg = ModelConfig(provider="openai-compatible", model="fake", base_url=fake_openai.url, timeout=30, retries=0)
+    lab = Lab(team_from_dict(SOLO), model=cfg)
+    set_lab(lab)
+    try:
+        capsys.readouterr()
+        shell.run_cell("%stop @Solo")
+        assert capsys.readouterr().out == "Nothing was stopped: @Solo had no run in flight.\n"
+        idle = lab.stop("@Solo")
+        assert (list(idle), idle.idle) == ([], ["@Solo"])
+
+        fake_openai.push(hang())
+        lab.send("What is 2+2?")
+        assert fake_openai.wait_hanging(5), "the request never reached the server"
+        shell.run_cell("%stop @Solo")
+        assert capsys.readouterr().out == "Stopped: interrupted the run of @Solo.\n"
+        assert lab.wait(5)
+        assert [m.content for m in lab.replies()] == ["Run interrupted. (@Solo)"]
+
+        capsys.readouterr()
+        shell.run_cell("%stop @Solo")  # the run has ended: nothing to stop again
+        assert capsys.readouterr().out == "Nothing was stopped: @Solo had no run in flight.\n"
+    finally:
+        fake_openai.release()
+        set_lab(None)
