@@ -78,8 +78,9 @@ def server_warning(cfg: ModelConfig, *, timeout: float = PROBE_TIMEOUT, address:
 
     if cfg.provider not in _SELF_HOSTED or not isinstance(cfg.model, str):
         return None
-    if cfg.provider == "local" and cfg.model == local_auto.BUNDLED_MODEL and local_auto.shared_server() is not None:
-        return None  # aklab's own server, started for this model
+    own = local_auto.shared_server() if cfg.provider == "local" and cfg.model == local_auto.BUNDLED_MODEL else None
+    if own is not None and (cfg.base_url is None or cfg.base_url.rstrip("/") == own.base_url.rstrip("/")):
+        return None  # aklab's own server, started for this model (another address is probed)
     base_url = family(cfg.provider).endpoint(cfg)  # where the family sends requests; nothing is built
     if not base_url:
         return None

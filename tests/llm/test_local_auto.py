@@ -377,3 +377,19 @@ def test_stop_ends_an_ask_that_waits_for_the_server_to_start_again(
         assert stopped == ["@Manager"] and not lab.busy()
         _Mortal.gate.set()
         assert [m.content for m in lab.ask("again", timeout=30)] == ["OK: again"]  # the team goes on
+
+
+def test_another_address_is_probed_even_while_aklab_s_own_server_runs(
+    bundled: list[_FakeBundledServer], nothing_serves_local: list[str]
+) -> None:
+    from aklab.llm.preflight import server_warning
+
+    with Lab(model="local:smollm2", store=False) as lab:
+        assert [m.content for m in lab.ask("ping", timeout=30)] == ["OK: ping"]
+        [server] = bundled
+        assert server_warning(ModelConfig.parse("local:smollm2")) is None  # aklab's own: it answers
+        assert server_warning(ModelConfig.parse("local:smollm2", base_url=server.base_url)) is None
+        with FakeOpenAI() as gone:
+            port = gone.port  # a loopback port nothing listens on once the fake is closed
+        warning = server_warning(ModelConfig.parse("local:smollm2", base_url=f"http://127.0.0.1:{port}/v1"))
+        assert warning is not None and warning.startswith(f"warning: nothing answers at http://127.0.0.1:{port} yet")
