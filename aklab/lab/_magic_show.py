@@ -258,7 +258,7 @@ def recover_store() -> str:
     one of its teams: that lab would go on writing to the file moved aside."""
     from aklab.errors import ConfigError
     from aklab.lab.persist import store_off
-    from aklab.store import STORE_ENV, SqliteStore, StoreCorruptError, is_postgres, store_target
+    from aklab.store import STORE_ENV, SqliteStore, is_postgres, store_target
 
     if store_off():
         return f"The event store is off ({STORE_ENV}=off): nothing to recover."
@@ -271,20 +271,9 @@ def recover_store() -> str:
     path = os.path.abspath(target)
     if not os.path.exists(path):
         return f"No event store at {path}: nothing to recover."
-    running = SqliteStore.running_teams(path)
-    if running:  # checked first: a store a lab writes to may answer "locked" for a while
-        raise ConfigError(
-            f"%aklab recover: team(s) {', '.join(t[:8] for t in running)} of {path} are running in a lab "
-            "(this kernel or another), so the store is left as it is; stop them first (lab.close(), "
-            "or restart that kernel), then recover"
-        )
-    try:
-        SqliteStore(path, verify=True).close()  # every page checked (about 1 s per 60 MB)
-    except StoreCorruptError:
-        pass
-    else:
+    report = SqliteStore.recover(path)  # refused while a lab runs one of its teams
+    if report.damaged_path is None:
         return f"The event store {path} is not damaged (every page checked): nothing to recover."
-    report = SqliteStore.recover(path)
     return (
         f"{report}.\n%aklab teams lists what was kept; %aklab resume brings the latest team back. "
         "The damaged file can be deleted once you no longer need it."

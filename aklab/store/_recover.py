@@ -25,12 +25,27 @@ _EVENT_COLUMNS = (
 )
 
 
-def recover(store_class: type[SqliteStore], path: Path) -> RecoveryReport:
+def recover(store_class: type[SqliteStore], path: Path, *, force: bool = False) -> RecoveryReport:
+    from aklab.store._base import StoreCorruptError
     from aklab.store._sqlite import RecoveryReport
 
     path = path.expanduser().absolute()
     if not path.exists():
         raise ConfigError(f"recover: no store file at {path}")
+    running = store_class.running_teams(path)
+    if running:  # checked first: a store a lab writes to may answer "locked" for a while
+        raise ConfigError(
+            f"recover: team(s) {', '.join(t[:8] for t in running)} of {path} are running in a lab "
+            "(this kernel or another), so the store is left as it is; stop them first (lab.close(), "
+            "or restart that kernel), then recover"
+        )
+    if not force:
+        try:
+            store_class(path, verify=True).close()  # every page checked (about 1 s per 60 MB)
+        except StoreCorruptError:
+            pass
+        else:
+            return RecoveryReport(path=path, damaged_path=None, records=0, teams=0, last_seq=0, stopped_at=None)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     damaged = path.with_name(f"{path.name}.damaged-{stamp}")
     n = 2

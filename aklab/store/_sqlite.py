@@ -152,7 +152,8 @@ class RecoveryReport:
     """What :meth:`SqliteStore.recover` kept."""
 
     path: Path
-    damaged_path: Path
+    damaged_path: Path | None
+    """Where the damaged file was moved; None when the store was sound and left as it is."""
     records: int
     teams: int
     last_seq: int
@@ -160,6 +161,8 @@ class RecoveryReport:
     """Why reading stopped before the end (the damage), or None if everything was read."""
 
     def __str__(self) -> str:
+        if self.damaged_path is None:
+            return f"the event store {self.path} is not damaged (every page checked): nothing to recover"
         text = (
             f"recovered {self.records:,} records of {self.teams} team{'s' if self.teams != 1 else ''} "
             f"into {self.path} (up to seq {self.last_seq}); the damaged file is kept as {self.damaged_path}"
@@ -548,13 +551,18 @@ class SqliteStore(QueuedWrites, EventStore):
         return TeamLocks(Path(path), f"sqlite:{path}").running()
 
     @classmethod
-    def recover(cls, path: str | os.PathLike[str]) -> RecoveryReport:
+    def recover(cls, path: str | os.PathLike[str], *, force: bool = False) -> RecoveryReport:
         """Move the damaged file at ``path`` aside (``<name>.damaged-<time>``, with its -wal and
         -shm) and copy every record readable before the damage, with its seq, and the team
-        rows that can be read, into a fresh store at ``path``."""
+        rows that can be read, into a fresh store at ``path``.
+
+        Every page is checked first: a sound store is left as it is (the report's
+        ``damaged_path`` is None) unless ``force``; a store written by a newer aklab is
+        refused. Refused too while a lab runs one of its teams (that lab would go on writing
+        to the file moved aside)."""
         from aklab.store._recover import recover
 
-        return recover(cls, Path(path))
+        return recover(cls, Path(path), force=force)
 
 
 @functools.lru_cache(maxsize=64)

@@ -161,6 +161,40 @@ def test_a_store_from_a_newer_aklab_is_refused(tmp_path: Path) -> None:
         SqliteStore(path)
 
 
+def test_recover_leaves_a_sound_store_as_it_is_unless_forced(tmp_path: Path) -> None:
+    path = tmp_path / "events.sqlite3"
+    team = new_team_id()
+    with SqliteStore(path) as store:
+        fill(store, 20, team)
+    before = path.read_bytes()
+    report = SqliteStore.recover(path)
+    assert report.damaged_path is None and report.records == 0
+    assert str(report) == f"the event store {path} is not damaged (every page checked): nothing to recover"
+    assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["events.sqlite3"]
+
+    forced = SqliteStore.recover(path, force=True)  # the caller knows better: rewritten all the same
+    assert forced.damaged_path is not None and forced.damaged_path.exists() and forced.records == 20
+    with SqliteStore(path) as store:
+        assert len(store.records(team)) == 20
+
+
+def test_recover_refuses_a_store_in_use_or_from_a_newer_aklab(tmp_path: Path) -> None:
+    path = tmp_path / "events.sqlite3"
+    with Lab("dev-team", store=path) as lab:
+        lab.ask("What is 2+2?", timeout=30)
+        with pytest.raises(ConfigError, match=rf"team\(s\) {lab.team_id[:8]} of .* are running in a lab"):
+            SqliteStore.recover(path, force=True)
+    assert not [p for p in tmp_path.iterdir() if ".damaged-" in p.name]
+
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE aklab_meta SET value = '99' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError, match="schema version 99, newer"):
+        SqliteStore.recover(path)
+    assert not [p for p in tmp_path.iterdir() if ".damaged-" in p.name]
+
+
 # -- stores that cannot be written, while the team works -----------------------------------------
 def run_team_on(store: SqliteStore, caplog: pytest.LogCaptureFixture, asks: int = 1) -> StoreSubscriber:
     """A demo team with a StoreSubscriber on ``store``: it answers every ask."""
