@@ -63,8 +63,12 @@ $(LAB_STAMP): $(STAMP)
 	$(PIP_INSTALL) -e '.[test,lab]'
 	touch $(LAB_STAMP)
 
+# Jupyter refuses to run as root without --allow-root (containers, CI images); it listens on
+# loopback only either way.
+LAB_ROOT := $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root)
+
 lab: $(LAB_STAMP)
-	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --port=$(LAB_PORT) --no-browser --notebook-dir=notebooks
+	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --port=$(LAB_PORT) --no-browser --notebook-dir=notebooks $(LAB_ROOT)
 
 test: lint typecheck unit notebooks
 

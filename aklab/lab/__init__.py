@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from aklab.lab.session import Lab
+    from aklab.lab.teamfile import load_team_file
 
-__all__ = ["Lab", "get_lab", "load_ipython_extension", "set_lab"]
+__all__ = ["Lab", "get_lab", "load_ipython_extension", "load_team_file", "set_lab"]
 
 _lab: Lab | None = None
 _lock = threading.Lock()
@@ -83,8 +84,13 @@ def load_ipython_extension(ipython: Any) -> None:
 
 
 def __getattr__(name: str) -> Any:
+    # Imported when first asked for: %load_ext stays light.
     if name == "Lab":
         from aklab.lab.session import Lab
 
         return Lab
+    if name == "load_team_file":
+        from aklab.lab.teamfile import load_team_file
+
+        return load_team_file
     raise AttributeError(f"module 'aklab.lab' has no attribute {name!r}")

@@ -163,3 +163,9 @@ def test_misspelt_settings_in_code_are_errors_too() -> None:
         PromptTemplate(templat="You are A.")  # type: ignore[call-arg]
     with pytest.raises(ValueError, match="promt"):
         AgentConfig(name="@A", role="A", promt="You are A.")  # type: ignore[call-arg]
+
+
+def test_load_team_file_is_importable_from_aklab_lab_as_the_readme_shows() -> None:
+    import aklab.lab
+
+    assert aklab.lab.load_team_file is load_team_file and "load_team_file" in aklab.lab.__all__
