@@ -11,7 +11,9 @@ markers still visible in the history:
 
 - last delivered marker visible -> baselines trusted (a delta follows);
 - marker gone -> baselines dropped (a full snapshot follows), counter kept;
-- counter behind the highest visible marker -> counter catches up, baselines kept.
+- counter behind the highest visible marker -> counter catches up, baselines kept;
+- a section whose last block is gone (folded into the digest while later deltas stay) ->
+  that section's baseline dropped, so the next block carries it again.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ class ToolState(BaseModel):
 
     counter: int = 0
     baselines: dict[str, str] = Field(default_factory=dict)
+    delivered_in: dict[str, int] = Field(default_factory=dict)
+    """The block that last carried each section (its marker number)."""
 
 
 def markers_in(texts: Iterable[str]) -> set[int]:
@@ -65,6 +69,8 @@ class ContextUpdater:
             state.counter = top
         elif state.counter and state.counter not in visible_markers:
             state.baselines.clear()
+        for title in [t for t in state.baselines if state.delivered_in.get(t) not in visible_markers]:
+            del state.baselines[title]  # its block left the history: the model no longer sees it
         current = {title: render() or "(none)" for title, render in self.providers.items()}
         full = not state.baselines
         sections = current if full else {t: v for t, v in current.items() if state.baselines.get(t) != v}
@@ -72,6 +78,7 @@ class ContextUpdater:
             return None
         state.baselines.update(sections)
         state.counter += 1
+        state.delivered_in.update(dict.fromkeys(sections, state.counter))
         suffix = SUFFIX_FULL if full else SUFFIX_DELTA
         body = "\n\n".join(f"## {title}\n{text}" for title, text in sections.items())
         return f"**Context update {state.counter}** — {suffix}\n\n{body}"
@@ -81,3 +88,4 @@ class ContextUpdater:
         state = self._slot()
         state.counter = 0
         state.baselines.clear()
+        state.delivered_in.clear()

@@ -43,6 +43,23 @@ def test_ask_returns_what_reached_the_human_and_the_transcript_has_every_hop(lab
     ]
 
 
+def test_a_long_session_keeps_delegating_after_old_turns_are_folded(lab: Lab) -> None:
+    """After about six asks the Manager's oldest turns are folded into a digest, with the
+    context update that listed the roles it can hire. The roles must come back: every ask
+    of three rounds is answered by the specialist it names."""
+    questions = {
+        "Plan the login page.": "@Developer",
+        "Plan the search box.": "@Developer",
+        "Plan the settings screen.": "@Developer",
+        "Plan the onboarding emails.": "@Developer",
+        "Ask QA to test the login page.": "@QA",
+    }
+    for _ in range(3):
+        for question, specialist in questions.items():
+            [reply] = lab.ask(question, timeout=20)
+            assert reply.content.startswith(f"Here is what {specialist} came back with"), (question, reply.content)
+
+
 def test_a_listener_can_send_without_stalling_the_team(lab: Lab) -> None:
     """send() waits for the human's actor to store the message, except from a listener: it is
     fed while a record is delivered (on the human's thread, or a member's that delivers the

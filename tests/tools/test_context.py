@@ -61,3 +61,27 @@ def test_reset_starts_again_at_block_one() -> None:
     updater.reset()
     block = updater.compose(set())
     assert block is not None and block.startswith("**Context update 1** — current state.")
+
+
+def test_a_section_whose_block_was_folded_away_is_sent_again_though_later_deltas_remain() -> None:
+    """Compaction folds old turns into a digest: the full block that carried a section can go
+    while a later delta stays. The model no longer sees that section, so it comes back."""
+    values = {"Team": "- @A (A)", "Roles you can hire": "- Developer"}
+    updater, state = _updater(values)
+    updater.compose(set())  # block 1: both sections
+    values["Team"] = "- @A (A)\n- @B (B)"
+    updater.compose({1})  # block 2: Team only
+    block = updater.compose({2})  # block 1 folded into the digest, block 2 still there
+    assert block is not None and block.startswith("**Context update 3**")
+    assert "## Roles you can hire\n- Developer" in block and "## Team" not in block
+    assert updater.compose({2, 3}) is None  # both seen now: nothing to send
+    assert state.delivered_in == {"Team": 2, "Roles you can hire": 3}
+
+
+def test_a_state_stored_before_sections_were_numbered_starts_with_a_full_snapshot() -> None:
+    values = {"Team": "- @A (A)", "Plan": "p"}
+    updater, state = _updater(values)
+    state.counter, state.baselines = 4, dict(values)  # as a resume reads an older agent state
+    block = updater.compose({4})
+    assert block is not None and block.startswith("**Context update 5** — current state.")
+    assert "## Team" in block and "## Plan" in block
