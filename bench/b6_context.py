@@ -74,6 +74,7 @@ def measure(size: int, steps: int) -> dict[str, float]:
     updater = ContextUpdater(TeamTool().get_context_states(_Host(directory, "Manager")), lambda: state)
     if updater.compose(set()) is None:  # block 1, the full snapshot
         raise RuntimeError("no first block")
+    shown = {state.counter}  # every block delivered stays in the history (nothing folded)
 
     changed = 0.0
     unchanged = 0.0
@@ -86,12 +87,13 @@ def measure(size: int, steps: int) -> dict[str, float]:
         )
         directory.add_member(victim)
         start = time.perf_counter()
-        block = updater.compose({state.counter})
+        block = updater.compose(shown)
         changed += time.perf_counter() - start
         if block is None or victim.name not in block:
             raise RuntimeError("the changed member is not in the block")
+        shown.add(state.counter)
         start = time.perf_counter()
-        nothing = updater.compose({state.counter})
+        nothing = updater.compose(shown)
         unchanged += time.perf_counter() - start
         if nothing is not None:
             raise RuntimeError("a block was composed although nothing changed")
