@@ -63,7 +63,7 @@ __all__ = [
     "truncated_json",
 ]
 
-Kind = Literal["text", "tool", "error", "hang", "truncated", "cut", "empty"]
+Kind = Literal["text", "tool", "error", "hang", "truncated", "cut", "empty", "raw"]
 
 
 @dataclass(frozen=True)
@@ -116,6 +116,11 @@ def http_error(
     """An HTTP error with an OpenAI-style JSON error body."""
     headers = (("Retry-After", f"{retry_after:g}"),) if retry_after is not None else ()
     return Behaviour("error", content=message, status=status, headers=headers)
+
+
+def raw(body: str, *, status: int = 200, content_type: str = "application/json") -> Behaviour:
+    """Exactly ``body`` (not a chat completion: a web page, an error at status 200, no choices)."""
+    return Behaviour("raw", content=body, status=status, headers=(("Content-Type", content_type),))
 
 
 def rate_limited(retry_after: float = 1) -> Behaviour:
@@ -442,6 +447,10 @@ class _Handler(BaseHTTPRequestHandler):
         stream = bool(body.get("stream"))
         if b.kind == "error":
             self._send_error(b.status, b.content or "error", headers=b.headers)
+        elif b.kind == "raw":
+            data = (b.content or "").encode()
+            self._start(b.status, dict(b.headers)["Content-Type"], [("Content-Length", str(len(data)))])
+            self.wfile.write(data)
         elif b.kind == "hang":
             self._hang()
         elif b.kind == "truncated":

@@ -65,7 +65,7 @@ def _status(exc: BaseException) -> int | None:
     return None
 
 
-def _first_line(exc: BaseException, limit: int = 160) -> str:
+def _first_line(exc: BaseException | str, limit: int = 160) -> str:
     text = " ".join(str(exc).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -124,21 +124,60 @@ def _describe(exc: BaseException, timeout: float | None) -> str:
             return f"cannot reach the model server: {down}"
         where = "" if url is None else f" at {shown_url(url, path=False)}"  # never its path or credentials
         return f"cannot reach the model server{where} ({_first_line(exc, 80)}); is it running? (check base_url)"
+    said = _server_message(exc) if status is not None else None  # what the server said, if anything
+    detail = f": {said}" if said else ""
     if status == 429:
-        return "the provider is rate-limiting requests (HTTP 429); wait a moment and ask again"
+        return f"the provider is rate-limiting requests (HTTP 429{detail}); wait a moment and ask again"
     if status in (401, 403):
-        return f"the provider refused the key (HTTP {status}); check the API key variable"
+        return (
+            f"the provider refused the request (HTTP {status}{detail}); check the API key variable, "
+            "and that the key may use this model"
+        )
     if status is not None and status >= 500:
-        return f"the model server failed (HTTP {status}); ask again"
-    if status == 404:
-        said = _server_message(exc)  # Ollama's says which model, and to pull it
-        detail = f": {said}" if said else ""
+        return f"the model server failed (HTTP {status}{detail}); ask again"
+    if status == 404:  # Ollama's message says which model, and to pull it
         return f"the model or endpoint was not found (HTTP 404{detail}); check the model name and base_url"
+    if status is not None and 400 <= status < 500:
+        return (
+            f"the model server rejected the request (HTTP {status}{detail}); asking again sends the same "
+            "request: check the model's settings (%aklab model ... options, ModelConfig)"
+        )
+    if "IncompleteToolCall" in names:
+        return (
+            "the answer was cut off at the model's max_tokens limit; raise it "
+            "(%aklab model ... --max-tokens N, or ModelConfig(max_tokens=N)) or ask for less"
+        )
     if any("decode" in str(e).lower() for e in _chain(exc)) and names & {"ModelAPIError", "JSONDecodeError"}:
         return f"the model server sent a garbled response ({_first_line(exc, 80)}); ask again"
+    if "IndexError" in names and _raised_in_model_client(exc):
+        return (
+            "the model server sent a completion with no choices in it; ask again, and check base_url "
+            "if it keeps happening"
+        )
     if "UnexpectedModelBehavior" in names:
-        text = _first_line(exc)
+        text = _first_line(_PYDANTIC_AI_ADVICE.sub("", str(exc)))
+        if "invalid response from" in text.lower() and "chat completions endpoint" in text.lower():
+            return f"the server did not answer as a chat-completions endpoint ({_first_line(exc, 100)}); check base_url"
         if "retries" in text.lower():
             return f"the model's answer could not be used ({text}); ask again or rephrase"
         return f"the model answered in a form that could not be used ({text}); ask again"
     return f"{type(exc).__name__}: {_first_line(exc)}; ask again, or /clear if it keeps failing"
+
+
+#: pydantic-ai's advice to its own users (raise a retry limit aklab sets, read its docs):
+#: nothing an aklab user can act on.
+_PYDANTIC_AI_ADVICE = re.compile(r"\s*Consider raising the retry limit.*$", re.IGNORECASE | re.DOTALL)
+
+
+def _raised_in_model_client(exc: BaseException) -> bool:
+    """Whether an error in the chain was raised inside pydantic-ai's model classes or a
+    provider SDK (reading a response), not in aklab's own code."""
+    for e in _chain(exc):
+        tb = e.__traceback__
+        last = None
+        while tb is not None:
+            last = tb.tb_frame.f_code.co_filename
+            tb = tb.tb_next
+        if last is not None and ("pydantic_ai/models/" in last or "/openai/" in last):
+            return True
+    return False

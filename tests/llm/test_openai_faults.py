@@ -39,6 +39,7 @@ from tests.fakeserver import (
     last_user_content,
     output,
     rate_limited,
+    raw,
     text,
     truncated_json,
 )
@@ -218,6 +219,32 @@ def test_an_http_500_ends_in_a_notice_and_the_team_answers_afterwards(fake_opena
         first = lab.ask(QUESTION, timeout=ASK_TIMEOUT)
         assert len(fake_openai.bodies) == 1, "retries=0: the request is sent once"
         assert_answered_or_told(first, r"500|server (failed|error)")
+        assert_answers_afterwards(lab, fake_openai)
+
+
+@pytest.mark.parametrize(
+    ("fault", "says"),
+    [
+        (http_error(403, "You do not have access to model fake"), r"HTTP 403: You do not have access to model fake"),
+        (http_error(400, "Invalid parameter: temperature"), r"rejected the request \(HTTP 400: Invalid parameter: "),
+        (http_error(503, "model is loading"), r"HTTP 503: model is loading"),
+        (raw('{"id": "x", "object": "chat.completion", "created": 1, "model": "fake", "choices": []}'), r"no choices"),
+        (raw("<html><body>Welcome to nginx!</body></html>", content_type="text/html"), r"chat-completions endpoint"),
+    ],
+    ids=["403", "400", "503", "no-choices", "web-page"],
+)
+def test_a_refused_or_unusable_answer_says_what_the_server_said_and_what_to_check(
+    fake_openai: FakeOpenAI, fault: Any, says: str
+) -> None:
+    fake_openai.default = echo
+    fake_openai.push(fault)
+    with solo_lab(fake_openai, output_mode="prompted") as lab:
+        first = lab.ask(QUESTION, timeout=ASK_TIMEOUT)
+        assert_answered_or_told(first, says)
+        [notice] = _to_human(first, "notification")
+        assert "IndexError" not in notice.content and "status_code:" not in notice.content
+        if "400" in says:
+            assert "ask again" not in notice.content  # the same request would be refused again
         assert_answers_afterwards(lab, fake_openai)
 
 
