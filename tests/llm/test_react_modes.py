@@ -86,7 +86,7 @@ def test_a_failed_run_collapses_to_its_prompt_and_one_line_and_its_request_count
     with pytest.raises(ModelHTTPError):
         agent.run_sync("What is 2+2?", output_type=StructuredOutput)
     assert len(agent.messages) == 2
-    assert agent.messages[-1].parts[0].content.startswith("[failed: the model server failed (HTTP 500)")  # type: ignore[union-attr]
+    assert agent.messages[-1].parts[0].content.startswith("[failed: the model server failed (HTTP 500: boom)")  # type: ignore[union-attr]
     assert [(e.requests, e.ok, e.input_tokens) for e in events] == [(1, False, None)]
 
 
