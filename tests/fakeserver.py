@@ -93,6 +93,8 @@ class Behaviour:
     """None: no usage at all (llama-cpp-python when streaming)."""
     clean_eof: bool = False
     """``cut``: end the body properly, only without a finish reason and ``[DONE]``."""
+    finish: str | None = None
+    """The finish reason sent, if not the usual one ("stop", or "tool_calls" for a tool call)."""
 
 
 def text(content: str, *, usage: Usage | None = USAGE) -> Behaviour:
@@ -116,6 +118,11 @@ def http_error(
     """An HTTP error with an OpenAI-style JSON error body."""
     headers = (("Retry-After", f"{retry_after:g}"),) if retry_after is not None else ()
     return Behaviour("error", content=message, status=status, headers=headers)
+
+
+def cut_at_max_tokens(content: str) -> Behaviour:
+    """A text answer that stopped at the request's max_tokens (finish reason "length")."""
+    return Behaviour("text", content=content, finish="length")
 
 
 def raw(body: str, *, status: int = 200, content_type: str = "application/json") -> Behaviour:
@@ -534,7 +541,7 @@ class _Handler(BaseHTTPRequestHandler):
             for piece in _pieces(b.tool_args):
                 args = {"index": 0, "function": {"arguments": piece}}
                 self._event(json.dumps(self._chunk(body, {"tool_calls": [args]})))
-        self._event(json.dumps(self._chunk(body, {}, finish=finish)))
+        self._event(json.dumps(self._chunk(body, {}, finish=b.finish or finish)))
         wants_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         if b.usage is not None and wants_usage:
             usage_chunk = {**self._chunk(body, {}), "choices": [], "usage": _usage(b.usage)}
@@ -558,7 +565,7 @@ class _Handler(BaseHTTPRequestHandler):
             "object": "chat.completion",
             "created": 1_700_000_000,
             "model": str(body.get("model", "fake")),
-            "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+            "choices": [{"index": 0, "message": message, "finish_reason": b.finish or finish, "logprobs": None}],
         }
         if b.usage is not None:
             out["usage"] = _usage(b.usage)

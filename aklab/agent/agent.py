@@ -341,13 +341,20 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         self.notify_event(AgentBusyEvent(agent=self.config.name, role=self.config.role, busy=True))
         try:
             with self._asks_running():
-                return self._react_agent.run_sync(
+                output = self._react_agent.run_sync(
                     _one_string(prompt),
                     deps=self,
                     output_type=output_type,
                     fallback=self._text_fallback(output_type, sender),
                     recipients=self._reachable(sender),
                 )
+            if self._react_agent.last_cut:
+                self.notify_human(
+                    f"{self.config.name}'s answer was cut off at the model's max_tokens limit; what it wrote is "
+                    "delivered as it stands. Raise the limit (%aklab model ... --max-tokens N, or "
+                    "ModelConfig(max_tokens=N)) or ask for less."
+                )
+            return output
         except RunCancelledError:
             self._purge_cancels()
             return self._interrupted(output_type)

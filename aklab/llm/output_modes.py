@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
 
+import pydantic_core
 from pydantic import BaseModel, Field, ValidationError, create_model
 from pydantic_ai import ModelRetry, TextOutput, ToolOutput
 from pydantic_ai.output import NativeOutput
@@ -203,6 +204,21 @@ def _extract_json(text: str) -> Any:
     return value if isinstance(value, dict) else None
 
 
+def _cut_json(text: str) -> Any:
+    """The reply's JSON object as far as it was written, when the text stops inside it (the
+    model's ``max_tokens`` ran out): a string cut mid-way keeps what it had. None when the text
+    is not a reply's JSON cut short (a syntax error, or prose with a brace in it)."""
+    body = _strip(_CODE_BLOCK.sub("", text))
+    start = body.find("{")
+    if start < 0:
+        return None
+    try:
+        value = pydantic_core.from_json(body[start:], allow_partial="trailing-strings")
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) and ("messages" in value or "message" in value) else None
+
+
 #: The fence a JSON object sat in: its opening line just before it, its close just after.
 _FENCE_OPEN = re.compile(r"```[ \t]*(?:json)?[ \t]*\s*\Z", re.IGNORECASE)
 _FENCE_CLOSE = re.compile(r"\A\s*```")
@@ -263,6 +279,8 @@ def _json_reader(
         if not text.strip():
             raise ModelRetry("Your answer was empty. Reply with the JSON object described in your instructions.")
         data = _extract_json(text)
+        if data is None:
+            data = _cut_json(text)  # cut off mid-way: deliver what was written (the run notes the cut)
         if data is not None:
             try:
                 if wire is not None:

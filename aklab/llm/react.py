@@ -182,6 +182,9 @@ class ReactAgent:
             if on_request is not None:
                 self._tap.on_start = self._requesting
         self._collapsed = 0  # messages the last failed run left (its prompt and one line)
+        #: Whether the last run's final answer stopped at the model's max_tokens (its finish
+        #: reason "length"): what was written is used, and the agent says it was cut.
+        self.last_cut = False
         model = self._resolved.model
         self._can_stream = runtime.stream and model_can_stream(model)
         self._agent: Agent[Any, Any] = _SchemaSharingAgent(
@@ -287,6 +290,7 @@ class ReactAgent:
         started = time.time()
         history = self.messages
         before = len(history)
+        self.last_cut = False
         captured: list[ModelMessage] = []
         streamer = self._streamer(run_id, plan)
         tap = self._tap
@@ -337,6 +341,8 @@ class ReactAgent:
             self.current_run_id = None
             RUN_FALLBACK.reset(fallback)
             RUN_TIDIED.reset(tidied_token)
+        final = next((m for m in reversed(result.new_messages()) if isinstance(m, ModelResponse)), None)
+        self.last_cut = final is not None and final.finish_reason == "length"
         self.messages = prune_rejected(result.all_messages(), before)
         if tidied:
             self.messages = retell(self.messages, before, tidied)

@@ -31,6 +31,7 @@ from tests.fakeserver import (
     FakeOpenAI,
     Responder,
     Usage,
+    cut_at_max_tokens,
     cut_stream,
     echo,
     empty,
@@ -246,6 +247,32 @@ def test_a_refused_or_unusable_answer_says_what_the_server_said_and_what_to_chec
         if "400" in says:
             assert "ask again" not in notice.content  # the same request would be refused again
         assert_answers_afterwards(lab, fake_openai)
+
+
+@pytest.mark.parametrize(
+    ("written", "delivered"),
+    [
+        ("An essay that stops mid-sen", "An essay that stops mid-sen"),
+        (
+            '{"messages": [{"recipient": "@Human", "message_type": "response", "message": "Here is a long essay about',
+            "Here is a long essay about",
+        ),
+    ],
+    ids=["text", "reply-json"],
+)
+def test_an_answer_cut_at_max_tokens_is_delivered_as_far_as_written_and_said_to_be_cut(
+    fake_openai: FakeOpenAI, written: str, delivered: str
+) -> None:
+    fake_openai.default = echo
+    fake_openai.push(cut_at_max_tokens(written))
+    with solo_lab(fake_openai, output_mode="prompted", max_tokens=30) as lab:
+        first = lab.ask("Write an essay", timeout=ASK_TIMEOUT)
+        assert [m.content for m in _to_human(first, "response")] == [delivered]  # not the JSON debris
+        [notice] = _to_human(first, "notification")
+        assert "cut off at the model's max_tokens limit" in notice.content and "--max-tokens" in notice.content
+        assert len(fake_openai.bodies) == 1
+        assert_answers_afterwards(lab, fake_openai)  # an answer that ends well says nothing of the kind
+        assert not [m for m in lab.replies() if "max_tokens" in m.content and m not in first]
 
 
 @modes
