@@ -37,3 +37,14 @@ def test_the_resume_notebook_survives_a_real_kernel_restart(tmp_path: Path) -> N
     assert any(t.startswith("@Human → @Manager (request): Ask the Developer for a haiku about tests.\n") for t in texts)
     assert any("Thanks. Now plan the login page." in t for t in texts)  # the history frame, across the restart
     assert "Ask the Developer for a haiku about tests." in texts[-1]
+
+
+def test_running_the_whole_notebook_twice_in_one_kernel_keeps_the_second_conversation(tmp_path: Path) -> None:
+    """Run All again without a restart: the first run's lab held the store the notebook deletes
+    to start afresh, and the second run's asks went to the deleted file."""
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    again = [nbformat.v4.new_code_cell(c.source) for c in nb.cells if c.cell_type == "code"]  # fresh cell ids
+    twice = _run([*nb.cells, *again], tmp_path)
+    second = [_text(c) for c in twice[len(twice) // 2 :]]
+    assert any("resumed team 'dev-team'" in t for t in second)
+    assert "Ask the Developer for a haiku about tests." in second[-1]  # the second run's history frame
