@@ -285,7 +285,11 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
             if reason is not None:
                 self._tell_guard_tripped(reason)
                 return
-        output = self.act(message, StructuredOutput)
+        try:
+            output = self.act(message, StructuredOutput)
+        except ModelError as exc:
+            self._tell_requester_of_failure(message, sender, exc)
+            raise
         skipped = len(self._skipped)
         delivered = self._route_output(output)
         if (
@@ -297,6 +301,18 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         ):
             why = "; ".join(self._skipped[skipped:]) or "it sent nothing"
             self.notify_human(f"{self.config.name} did not reply to {sender.name}: {why}. Ask again or rephrase.")
+
+    def _tell_requester_of_failure(self, message: AgentMessage, sender: ActorAddress | None, exc: ModelError) -> None:
+        """A teammate's request this agent's model could not answer: the teammate is told, so
+        it can work on without it (the human has been told by ``act``). Not for the human's
+        own requests, nor for an ask that is over."""
+        if message.type != "request" or sender is None or sender.is_user_proxy or self._ask_over():
+            return
+        why = str(exc).split(": model call failed: ", 1)[-1]
+        self.send(
+            sender,
+            AgentMessage(content=f"{self.config.name} could not answer your request: {why}", type="response"),
+        )
 
     def on_undelivered(self, message: Message, reason: str) -> None:
         """A message this agent sent was dropped (its recipient failed to start): say so, once."""

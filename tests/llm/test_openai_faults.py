@@ -38,6 +38,7 @@ from tests.fakeserver import (
     hang,
     http_error,
     last_user_content,
+    last_user_text,
     output,
     rate_limited,
     raw,
@@ -472,3 +473,45 @@ def test_a_full_context_compacts_the_history_and_asks_once_more(fake_openai: Fak
         messages = lab.ask("And now?", timeout=ASK_TIMEOUT)
         assert_answered_or_told(messages, "context full")
         assert_answers_afterwards(lab, fake_openai)
+
+
+LEAD_HELPER = {
+    "name": "pair",
+    "entry": "Lead",
+    "roles": [
+        {"role": "Lead", "prompt": "You are the Lead.", "routes_to": ["Helper"]},
+        {"role": "Helper", "prompt": "You are the Helper."},
+    ],
+}
+
+
+def test_a_teammate_whose_model_fails_tells_the_one_that_asked_it(fake_openai: FakeOpenAI) -> None:
+    """The Helper's model call fails: the human is told, and so is the Lead, whose request
+    would otherwise stay unanswered; the Lead goes on and answers the human."""
+
+    def respond(body: dict[str, Any]) -> Any:
+        system = " ".join(str(m.get("content")) for m in body["messages"] if m.get("role") == "system")
+        last = last_user_text(body)
+        if "You are the Helper." in system:
+            return http_error(500, "model crashed")
+        if "could not answer your request" in last:
+            said = next(line for line in last.splitlines() if "could not answer your request" in line)
+            reply = {"recipient": "@Human", "message_type": "response", "message": f"Without the Helper: {said}"}
+            return output({"messages": [reply]})(body)
+        ask = {"recipient": "@Helper", "message_type": "request", "message": "Write hello world."}
+        return output({"messages": [ask]})(body)
+
+    fake_openai.default = respond
+    cfg = ModelConfig(provider="openai-compatible", model="fake", base_url=fake_openai.url, retries=0, timeout=5)
+    with Lab(team_from_dict(LEAD_HELPER), model=cfg) as lab:
+        got = lab.ask("Build hello world", timeout=ASK_TIMEOUT)
+        told = [(m.sender.name, m.type, m.content) for m in got if m.sender is not None]
+        assert (
+            "@Helper",
+            "notification",
+            "@Helper could not answer: the model server failed (HTTP 500: model crashed); ask again",
+        ) in told
+        [answer] = [content for name, kind, content in told if name == "@Lead" and kind == "response"]
+        assert answer.startswith("Without the Helper: @Helper could not answer your request: the model server failed")
+        hops = [(m.sender.name, m.recipient.name, m.type) for m in lab.transcript()]  # type: ignore[union-attr]
+        assert ("@Helper", "@Lead", "response") in hops
