@@ -145,6 +145,7 @@ class Lab:
         self.last_ask_id: str | None = None
         self.system = ActorSystem(guard=guard)
         self.recorder = TeamRecorder()
+        self._closed = False
         self._store = open_link(store)
         self.resume_report: str | None = None
         self._resumed = _stored is not None  # the messages before the restart are in the store only
@@ -317,6 +318,11 @@ class Lab:
         return self._send(text, to=to)[0]
 
     def _send(self, text: str, *, to: str | None = None) -> tuple[int, str]:
+        if self._closed:
+            raise ConfigError(
+                "this lab is closed (lab.close()): start a new one with Lab(...), %aklab team NAME, "
+                "or Lab.resume() to go on with this team"
+            )
         if not isinstance(text, str) or not text.strip():
             raise ConfigError("nothing to ask: the message is empty")
         cap = self.guard.max_message_chars
@@ -619,6 +625,7 @@ class Lab:
         stops and releases its model's HTTP client in ``on_stop``."""
         from aklab.lab.panels import detach_panels
 
+        self._closed = True
         detach_panels(self)  # every panel following this lab keeps what it shows
         if self._dashboard is not None:
             self._dashboard.close()

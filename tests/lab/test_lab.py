@@ -115,6 +115,13 @@ def test_asking_an_entry_that_stopped_says_so_instead_of_returning_nothing(lab: 
         lab.ask("hello", timeout=5)
 
 
+def test_asking_a_closed_lab_says_it_is_closed_and_how_to_go_on() -> None:
+    lab = Lab(store=False)
+    lab.close()
+    with pytest.raises(ConfigError, match=r"this lab is closed \(lab.close\(\)\): start a new one"):
+        lab.ask("hello", timeout=5)
+
+
 def _event(agent: str, run: str, cost: float | None, tokens: int = 10) -> LlmUsageEvent:
     return LlmUsageEvent(
         agent=agent,
