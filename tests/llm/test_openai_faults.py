@@ -475,14 +475,8 @@ def test_a_full_context_compacts_the_history_and_asks_once_more(fake_openai: Fak
         assert_answers_afterwards(lab, fake_openai)
 
 
-LEAD_HELPER = {
-    "name": "pair",
-    "entry": "Lead",
-    "roles": [
-        {"role": "Lead", "prompt": "You are the Lead.", "routes_to": ["Helper"]},
-        {"role": "Helper", "prompt": "You are the Helper."},
-    ],
-}
+_LEAD = {"role": "Lead", "prompt": "You are the Lead.", "routes_to": ["Helper"]}
+LEAD_HELPER = {"name": "pair", "entry": "Lead", "roles": [_LEAD, {"role": "Helper", "prompt": "You are the Helper."}]}
 
 
 def test_a_teammate_whose_model_fails_tells_the_one_that_asked_it(fake_openai: FakeOpenAI) -> None:
