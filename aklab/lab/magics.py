@@ -41,6 +41,7 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 
 from aklab.errors import AklabError, ConfigError
 from aklab.lab._magic_args import (
+    SUBCOMMANDS,
     AskArgs,
     UsageError,
     expand,
@@ -631,6 +632,10 @@ def _overview() -> str:
         lines.append(f"  {prefix:<14} {summary}")
         if usage:
             lines.append(f"  {'':<14}   {usage}")
+        if name == "aklab":
+            lines.append(
+                f"  {'':<14}   %aklab {'|'.join(w for w in SUBCOMMANDS if w != 'help')} ...  (%aklab -h: each one)"
+            )
     lines += [
         "",
         "Examples:",
