@@ -308,7 +308,8 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         own requests, nor for an ask that is over."""
         if message.type != "request" or sender is None or sender.is_user_proxy or self._ask_over():
             return
-        why = str(exc).split(": model call failed: ", 1)[-1]
+        cause = exc.__cause__
+        why = self._react_agent.describe(cause) if isinstance(cause, Exception) else str(exc)
         self.send(
             sender,
             AgentMessage(content=f"{self.config.name} could not answer your request: {why}", type="response"),

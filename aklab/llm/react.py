@@ -341,9 +341,10 @@ class ReactAgent:
             self.current_run_id = None
             RUN_FALLBACK.reset(fallback)
             RUN_TIDIED.reset(tidied_token)
-        final = next((m for m in reversed(result.new_messages()) if isinstance(m, ModelResponse)), None)
+        messages = result.all_messages()
+        final = next((m for m in reversed(messages[before:]) if isinstance(m, ModelResponse)), None)
         self.last_cut = final is not None and final.finish_reason == "length"
-        self.messages = prune_rejected(result.all_messages(), before)
+        self.messages = prune_rejected(messages, before)
         if tidied:
             self.messages = retell(self.messages, before, tidied)
         if streamer is not None:
