@@ -260,7 +260,11 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
 
     # -- TeamResolver ------------------------------------------------------------------
     def get_team_member(self, name: str) -> ActorAddress | None:
-        return self.directory.member(name) if self.directory is not None else None
+        """The live member named ``name``, or the one it names but for case (models write
+        "@manager" for @Manager: a retry to fix that costs a request, and the intent is clear)."""
+        if self.directory is None:
+            return None
+        return self.directory.member(name) or self.directory.member_ignoring_case(name)
 
     def hire_member(self, role: str, name: str | None = None) -> ActorAddress:
         """Hire through the registry's typed ``hire_member`` command (TeamTool)."""

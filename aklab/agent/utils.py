@@ -1,7 +1,11 @@
 """The team addressing convention: ``@member`` is delivered, a bare role is hired.
 
-``@Role`` naming no member but a role the agent may hire is read as the bare role (hired):
-models write "@Developer" for a Developer not hired yet as often as "Developer".
+Models slip, and a retry to fix a slip whose intent is clear costs a request, so three
+slips are read as meant: ``@Role`` naming no member but a role the agent may hire is read
+as the bare role (hired), as models write "@Developer" for a Developer not hired yet as
+often as "Developer"; a bare name that is no hireable role but a member's name is that
+member ("Human" for @Human); and "@manager" is @Manager when only one member's name
+matches but for case.
 
 Kept apart from ``agent.py`` so that a second agent class can route its own output
 type without importing the base class.
@@ -28,14 +32,19 @@ class TeamResolver(Protocol):
 
 def _read(team: TeamResolver, recipient: str) -> tuple[str, ActorAddress | None]:
     """``recipient`` stripped, an ``@Role`` that names no member but a hireable role read as
-    that role, and the member it names (one look-up)."""
+    that role, a bare name that is no hireable role but a member's name read as that member
+    ("Human" for @Human), and the member it names."""
     recipient = recipient.strip()
     if not recipient.startswith("@"):
+        if recipient and recipient not in team.hireable_roles():
+            member = team.get_team_member(f"@{recipient}")
+            if member is not None:
+                return member.name, member
         return recipient, None
     member = team.get_team_member(recipient)
     if member is None and recipient[1:] in team.hireable_roles():
         return recipient[1:], None
-    return recipient, member
+    return (recipient if member is None else member.name), member
 
 
 def why_unresolvable(team: TeamResolver, recipient: str) -> str | None:

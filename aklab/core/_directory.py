@@ -55,6 +55,13 @@ class TeamDirectory:
                 return address
         return None
 
+    def member_ignoring_case(self, name: str) -> ActorAddress | None:
+        """The one live member whose name is ``name`` but for case ("@manager" for @Manager);
+        None when none or several are."""
+        folded = name.casefold()
+        found = [a for a in self.members() if a.name.casefold() == folded]
+        return found[0] if len(found) == 1 else None
+
     def names(self) -> set[str]:
         return {a.name for a in self._members.values()}
 

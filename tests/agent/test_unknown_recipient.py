@@ -84,3 +84,58 @@ def test_a_response_to_a_misspelled_name_reaches_whoever_asked_once_retries_are_
     assert [(m.type, m.content) for m in replies] == [("response", "42")]
     assert skips["@Humna"] == "@Humna is not a member of the team; delivered to @Human instead"
     assert ["@Humna is not a member of the team" in json.dumps(b) for b in bodies] == [False, True, True, True]
+
+
+# -- slips whose intent is clear are read as meant, without a retry ------------------------
+@pytest.mark.parametrize("mode", ["tool", "prompted"])
+@pytest.mark.parametrize("written", ["Human", "@human", " HUMAN "])
+def test_the_human_named_without_at_or_in_another_case_is_the_human(
+    fake_openai: FakeOpenAI, mode: str, written: str
+) -> None:
+    """Small models write "Human" (no @) or "@human": before, each cost three retries
+    ("'Human' is not a role you may hire") and then a notice instead of the answer."""
+    reply = {"message_type": "response", "recipient": written, "message": "42"}
+    replies, skips, bodies = _ask_a_model_that_never_fixes(fake_openai, mode, reply)
+    assert [(m.type, m.content) for m in replies] == [("response", "42")]
+    assert skips == {} and len(bodies) == 1
+
+
+def _speaker(body: dict[str, Any]) -> str:
+    system = next(m["content"] for m in body["messages"] if m["role"] == "system")
+    return "Developer" if "You are Developer." in system else "Manager"
+
+
+@pytest.mark.parametrize("mode", ["tool", "prompted"])
+def test_a_teammate_named_in_another_case_gets_the_message(fake_openai: FakeOpenAI, mode: str) -> None:
+    def respond(body: dict[str, Any]) -> Behaviour:
+        if _speaker(body) == "Developer":
+            reply = {"message_type": "response", "recipient": "@manager", "message": "it is 42"}
+        elif "it is 42" in json.dumps(body):
+            reply = {"message_type": "response", "recipient": "human", "message": "The Developer says 42."}
+        else:
+            reply = {"message_type": "request", "recipient": "Developer", "message": "compute the answer"}
+        return output({"messages": [reply]})(body)
+
+    fake_openai.default = respond
+    with _lab(fake_openai, mode) as lab:
+        replies = lab.ask("What is the answer?", timeout=20)
+        assert [m.content for m in replies] == ["The Developer says 42."]
+        assert lab.errors() == [] and _skips(lab) == {}
+    assert [_speaker(b) for b in fake_openai.bodies] == ["Manager", "Developer", "Manager"]
+
+
+def test_a_name_two_members_share_but_for_case_is_not_guessed() -> None:
+    from aklab.core._directory import TeamDirectory
+
+    class Address:
+        def __init__(self, name: str) -> None:
+            self.name, self.agent_id = name, name + "-id"
+
+        def is_alive(self) -> bool:
+            return True
+
+    directory = TeamDirectory()
+    for name in ("@Dev", "@DEV", "@Manager"):
+        directory.add_member(Address(name))  # type: ignore[arg-type]
+    assert directory.member_ignoring_case("@manager").name == "@Manager"  # type: ignore[union-attr]
+    assert directory.member_ignoring_case("@dev") is None
