@@ -14,6 +14,8 @@ import sys
 import time
 from typing import TYPE_CHECKING, TextIO
 
+from aklab._text import counted
+
 if TYPE_CHECKING:
     from aklab.agent import AgentMessage
     from aklab.lab.session import Lab
@@ -126,7 +128,7 @@ def _ask_each(lab: Lab, questions: list[str], out: TextIO) -> int:
             print(f"-- {exc}; stopping this question", file=out, flush=True)
             lab.interrupt()
             replies = []
-        print(f"-- {len(replies)} message(s) to @Human in {time.monotonic() - t0:.1f}s", file=out)
+        print(f"-- {counted(len(replies), 'message')} to @Human in {time.monotonic() - t0:.1f}s", file=out)
         silent += not replies
         answered += bool(getattr(replies, "answers", replies))
     print("\nUsage:", file=out)
@@ -135,7 +137,7 @@ def _ask_each(lab: Lab, questions: list[str], out: TextIO) -> int:
     for error in lab.errors():
         print(f"error: {error}", file=out)
     if silent:
-        print(f"error: {silent} question(s) got no message to @Human", file=out)
+        print(f"error: {counted(silent, 'question')} got no message to @Human", file=out)
         return 1
     if not answered:
         print("error: no question got an answer, only notices (see them above)", file=out)

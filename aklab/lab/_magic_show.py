@@ -7,6 +7,7 @@ import json
 import os
 from typing import TYPE_CHECKING, Any
 
+from aklab._text import counted
 from aklab.lab.result import AskResult
 
 if TYPE_CHECKING:
@@ -237,7 +238,7 @@ def stored_teams(limit: int = 20, *, everything: bool = False) -> str:
     if not teams:
         return f"No team stored yet in {where}."
     unasked = len(teams) - len(shown)
-    lines = [f"{len(shown)} team(s) in {where}, latest activity first:"]
+    lines = [f"{counted(len(shown), 'team')} in {where}, latest activity first:"]
     for t in shown[:limit]:
         mark = "  (running in a lab now)" if t.team_id in running else ""
         never = "" if t.asked or mark else "  (never asked anything)"
@@ -245,7 +246,7 @@ def stored_teams(limit: int = 20, *, everything: bool = False) -> str:
     if len(shown) > limit:
         lines.append(f"  ... and {len(shown) - limit} more")
     if unasked:
-        lines.append(f"  (not listed: {unasked} team(s) never asked anything; %aklab teams --all lists them)")
+        lines.append(f"  (not listed: {counted(unasked, 'team')} never asked anything; %aklab teams --all lists them)")
     lines.append("%aklab resume [NAME or ID] brings one back (with no name: the latest not running elsewhere);")
     lines.append("%aklab forget ID deletes one for good.")
     return "\n".join(lines)

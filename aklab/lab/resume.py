@@ -41,6 +41,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from aklab._text import counted
 from aklab.errors import ConfigError
 from aklab.lab.histories import Histories
 
@@ -142,33 +143,34 @@ class StoredTeam:
         agents = [m.name for m in self.members if not m.is_user_proxy]
         more = ""
         if self.asks:
-            more += f", the guard's counters of {len(self.asks)} open ask(s)"
+            more += f", the guard's counters of {counted(len(self.asks), 'open ask')}"
         if self.planning:
-            more += f", {len(self.planning)} planning task(s)"
+            more += f", {counted(len(self.planning), 'planning task')}"
         if self.dropped:
-            more += f", {self.dropped} message(s) of stopped asks left undone"
+            more += f", {counted(self.dropped, 'message')} of stopped asks left undone"
         if self.unsent:
-            more += f", {len(self.unsent)} message(s) an unfinished handling never sent (it runs again)"
+            more += f", {counted(len(self.unsent), 'message')} an unfinished handling never sent (it runs again)"
         if self.unhired:
-            more += f", {len(self.unhired)} member(s) it hired left out (hired again if it does)"
+            more += f", {counted(len(self.unhired), 'member')} it hired left out (hired again if it does)"
         if self.replayed:
-            more += f", {self.replayed} model answer(s) given again rather than paid twice"
+            more += f", {counted(self.replayed, 'model answer')} given again rather than paid twice"
         if self.recovered:
-            more += f", the usage of {len(self.recovered)} request(s) a crash cut short recorded"
+            more += f", the usage of {counted(len(self.recovered), 'request')} a crash cut short recorded"
         if self.unreadable:
             more += (
-                f", {len(self.unreadable)} stored model answer(s) that no longer read back "
+                f", {counted(len(self.unreadable), 'stored model answer')} that no longer read back "
                 "(paid for, asked again: what they cost is unknown and not counted)"
             )
         if self.unanswered:
             more += (
-                f", {len(self.unanswered)} model request(s) in flight when the kernel stopped "
+                f", {counted(len(self.unanswered), 'model request')} in flight when the kernel stopped "
                 "(sent, perhaps paid for, never answered: in usage as failed requests of unknown size)"
             )
+        replies = counted(len(self.replies), "earlier reply", "earlier replies")
         return (
-            f"resumed team {self.info.name!r} ({self.team_id[:8]}): {len(agents)} agents ({', '.join(agents)}), "
-            f"{len(self.pending)} message(s) re-delivered, {len(self.replies)} earlier repl(ies) to @Human{more}, "
-            f"from {self.records} stored records"
+            f"resumed team {self.info.name!r} ({self.team_id[:8]}): {counted(len(agents), 'agent')} "
+            f"({', '.join(agents)}), {counted(len(self.pending), 'message')} re-delivered, {replies} to @Human"
+            f"{more}, from {counted(self.records, 'stored record')}"
         )
 
 
@@ -232,7 +234,7 @@ def forget_team(store: EventStore, team: str) -> str:
     info = find_team(store, team)
     gone = store.forget(info.team_id)
     return (
-        f"forgot team {info.name!r} ({info.team_id[:8]}): {gone:,} record(s) deleted from {store.location}; "
+        f"forgot team {info.name!r} ({info.team_id[:8]}): {counted(gone, 'record')} deleted from {store.location}; "
         "its usage has left aklab.history() too"
     )
 

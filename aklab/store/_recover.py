@@ -35,7 +35,8 @@ def recover(store_class: type[SqliteStore], path: Path, *, force: bool = False) 
     running = store_class.running_teams(path)
     if running:  # checked first: a store a lab writes to may answer "locked" for a while
         raise ConfigError(
-            f"recover: team(s) {', '.join(t[:8] for t in running)} of {path} are running in a lab "
+            f"recover: {'team' if len(running) == 1 else 'teams'} {', '.join(t[:8] for t in running)} of {path} "
+            f"{'is' if len(running) == 1 else 'are'} running in a lab "
             "(this kernel or another), so the store is left as it is; stop them first (lab.close(), "
             "or restart that kernel), then recover"
         )

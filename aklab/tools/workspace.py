@@ -37,6 +37,7 @@ from typing import Any, ParamSpec, TypeVar
 from pydantic import PrivateAttr, model_validator
 from pydantic_ai.messages import BinaryContent
 
+from aklab._text import counted
 from aklab.errors import ConfigError
 from aklab.tools import _fs_sandbox as fs
 from aklab.tools._fs_text import (
@@ -249,7 +250,8 @@ class WorkspaceTool(ToolCard):
         notes = [grep.stop] if grep.stop else []
         if skipped:
             notes.append(
-                f"(skipped {len(skipped)} file(s) over {size_text(self.max_file_bytes)}: {', '.join(skipped[:5])})"
+                f"(skipped {counted(len(skipped), 'file')} over {size_text(self.max_file_bytes)}: "
+                f"{', '.join(skipped[:5])})"
             )
         return "\n".join(grep.hits + notes) or "(no matches)"
 

@@ -505,7 +505,7 @@ def test_grep_skips_files_over_the_size_limit_and_names_them(root: Path) -> None
     card = WorkspaceTool(root=str(root), max_file_bytes=1_000_000)
     (root / "huge.log").write_bytes(b"needle\n" * 300_000)
     (root / "small.txt").write_text("needle\n")
-    assert card.grep_files("needle") == "small.txt:1: needle\n(skipped 1 file(s) over 1.0 MB: huge.log)"
+    assert card.grep_files("needle") == "small.txt:1: needle\n(skipped 1 file over 1.0 MB: huge.log)"
     with pytest.raises(ValueError, match=r"over the 1\.0 MB edit limit"):
         card.edit_file("huge.log", "needle", "pin")
     still_works({t.__name__: t for t in card.get_tools(Host())}, root)

@@ -40,10 +40,10 @@ def test_status_teams_and_resume(shell: InteractiveShell, capsys: pytest.Capture
     first = get_lab()
     assert first is not None
     listing = out_of(shell, capsys, "%aklab teams")
-    assert "1 team(s)" in listing and first.team_id[:8] in listing and "dev-team" in listing
+    assert "1 team" in listing and first.team_id[:8] in listing and "dev-team" in listing
     set_lab(None)  # as after a kernel restart
     report = out_of(shell, capsys, f"%aklab resume {first.team_id[:8]}")
-    assert report.startswith("resumed team 'dev-team'") and "1 earlier repl(ies) to @Human" in report
+    assert report.startswith("resumed team 'dev-team'") and "1 earlier reply to @Human" in report
     resumed = get_lab()
     assert resumed is not None and resumed.team_id == first.team_id
     assert "@Manager (response)" in out_of(shell, capsys, "%ask What is 3+3?")
@@ -60,18 +60,18 @@ def test_a_team_never_asked_anything_neither_crowds_the_listing_nor_is_resumed_f
     unasked = get_lab()
     assert unasked is not None
     listing = out_of(shell, capsys, "%aklab teams")
-    assert "2 team(s)" in listing and asked.team_id[:8] in listing
+    assert "2 teams" in listing and asked.team_id[:8] in listing
     assert f"{unasked.team_id[:8]}  dev-team" in listing and "(running in a lab now)" in listing  # this kernel's
     set_lab(None)  # another restart
     listing = out_of(shell, capsys, "%aklab teams")
-    assert listing.startswith("1 team(s)") and asked.team_id[:8] in listing and unasked.team_id[:8] not in listing
-    assert "not listed: 1 team(s) never asked anything; %aklab teams --all lists them" in listing
+    assert listing.startswith("1 team") and asked.team_id[:8] in listing and unasked.team_id[:8] not in listing
+    assert "not listed: 1 team never asked anything; %aklab teams --all lists them" in listing
     everything = out_of(shell, capsys, "%aklab teams --all")
     assert f"{unasked.team_id[:8]}  dev-team" in everything and "(never asked anything)" in everything
     assert "not listed" not in everything
     report = out_of(shell, capsys, "%aklab resume")  # the latest team with a conversation, not the empty one
     assert report.startswith(f"resumed team 'dev-team' ({asked.team_id[:8]})")
-    assert "1 earlier repl(ies) to @Human" in report
+    assert "1 earlier reply to @Human" in report
 
 
 def test_resume_of_an_unknown_team_is_one_line(shell: InteractiveShell, capsys: pytest.CaptureFixture[str]) -> None:
@@ -103,7 +103,7 @@ def test_forget_deletes_one_stored_team_by_id_and_refuses_a_shared_name_or_a_run
     capsys.readouterr()  # the three one-line errors
 
     report = out_of(shell, capsys, f"%aklab forget {first.team_id[:8]}")
-    assert report.startswith(f"forgot team 'dev-team' ({first.team_id[:8]}):") and "record(s) deleted" in report
+    assert report.startswith(f"forgot team 'dev-team' ({first.team_id[:8]}):") and " records deleted from " in report
     with SqliteStore(tmp_path / "events.sqlite3") as store:
         assert [t.team_id for t in store.teams()] == [second.team_id]
         assert store.records(first.team_id) == [] and store.records(second.team_id) != []
@@ -165,7 +165,7 @@ def test_teams_lists_without_checking_the_whole_file(
         raise AssertionError("%aklab teams checked the whole file")
 
     monkeypatch.setattr(SqliteStore, "_verify", no_check)
-    assert "1 team(s)" in out_of(shell, capsys, "%aklab teams")
+    assert "1 team" in out_of(shell, capsys, "%aklab teams")
 
 
 def test_recover_repairs_a_damaged_store_keeps_what_precedes_the_damage_and_leaves_a_sound_one_alone(
@@ -200,7 +200,7 @@ def test_recover_repairs_a_damaged_store_keeps_what_precedes_the_damage_and_leav
     ]
     assert len(damaged) == 1 and damaged[0].stat().st_size == size - 4096  # kept aside as it was
     listing = out_of(shell, capsys, "%aklab teams")
-    assert "1 team(s)" in listing and first.team_id[:8] in listing
+    assert "1 team" in listing and first.team_id[:8] in listing
     resumed = out_of(shell, capsys, f"%aklab resume {first.team_id[:8]}")
     assert resumed.startswith("resumed team 'dev-team'")
     assert "@Manager (response)" in out_of(shell, capsys, "%ask What is 3+3?")
@@ -222,7 +222,7 @@ def test_recover_refuses_while_a_lab_runs_a_team_of_the_damaged_store(
         f.truncate(path.stat().st_size // 2)
     damaged = path.stat().st_size
     message = error_of(shell, "%aklab recover")
-    assert f"team(s) {lab.team_id[:8]} of {path} are running in a lab" in message and "stop them first" in message
+    assert f"team {lab.team_id[:8]} of {path} is running in a lab" in message and "stop them first" in message
     assert path.stat().st_size == damaged and not [p for p in tmp_path.iterdir() if ".damaged-" in p.name]  # left as is
 
 

@@ -46,7 +46,7 @@ def test_a_resumed_team_has_its_members_history_state_and_budget_back(tmp_path: 
         assert sorted(a.name for a in again.team()) == ["@Developer", "@Human", "@Manager"]
         assert {name: _memory(again, name) for name in ("@Manager", "@Developer")} == before
         assert [m.content for m in again.replies()] == replies
-        assert again.resume_report is not None and "0 message(s) re-delivered" in again.resume_report
+        assert again.resume_report is not None and "0 messages re-delivered" in again.resume_report
         assert len(again.ask("What is 3+3?", timeout=10)) >= 1
 
 
@@ -169,7 +169,7 @@ def resume_and_finish_the_relay_once(path: Path, **resume: Any) -> None:
     """Resume a relay killed while the Developer worked: the one message left is delivered
     again, the human gets the relayed answer, and every message to an agent is finished once."""
     with Lab.resume(store=path, **resume) as lab:
-        assert lab.resume_report is not None and "1 message(s) re-delivered" in lab.resume_report
+        assert lab.resume_report is not None and "1 message re-delivered" in lab.resume_report
         assert lab.wait(20)
         assert [m.content for m in lab.replies()] == ["relayed: 42"]
         team_id = lab.team_id
@@ -205,7 +205,7 @@ def test_a_question_sent_is_kept_even_when_the_kernel_dies_as_send_returns(tmp_p
     )
     assert child.returncode == -signal.SIGKILL, child.stderr.decode()[-2000:]
     with Lab.resume(store=path, spec=_relay("42")) as lab:
-        assert lab.resume_report is not None and "1 message(s) re-delivered" in lab.resume_report
+        assert lab.resume_report is not None and "1 message re-delivered" in lab.resume_report
         assert lab.wait(20)
         assert [m.content for m in lab.replies()] == ["relayed: 42"]
         assert lab.transcript(limit=10)[0].content == "What is the answer?"

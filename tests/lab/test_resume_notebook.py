@@ -32,7 +32,7 @@ def test_the_resume_notebook_survives_a_real_kernel_restart(tmp_path: Path) -> N
     assert "@Manager (response)" in _text(before[-1])
     after = _run(nb.cells[restart:], tmp_path)  # a new kernel: nothing in memory
     texts = [_text(c) for c in after]
-    assert any("resumed team 'dev-team'" in t and "1 earlier repl(ies) to @Human" in t for t in texts)
+    assert any("resumed team 'dev-team'" in t and "1 earlier reply to @Human" in t for t in texts)
     # %transcript in the new kernel: the conversation before the restart, read back from the store
     assert any(t.startswith("@Human → @Manager (request): Ask the Developer for a haiku about tests.\n") for t in texts)
     assert any("Thanks. Now plan the login page." in t for t in texts)  # the history frame, across the restart

@@ -249,7 +249,7 @@ def _resumed_with_one_request_in_flight(path: Path, server: FakeOpenAI) -> list[
     relay finishes. Returns the ids of the request records the resume noted as unanswered."""
     with Lab.resume(store=path, spec=team_from_dict(RELAY), model=_model(server)) as lab:
         report = lab.resume_report or ""
-        assert "1 model request(s) in flight when the kernel stopped" in report, report
+        assert "1 model request in flight when the kernel stopped" in report, report
         assert lab.wait(20)
         assert [m.content for m in lab.replies()] == ["relayed: 42"]
     with SqliteStore(path) as store:
@@ -349,10 +349,10 @@ def test_a_kernel_killed_as_a_handling_ends_never_delivered_what_it_sent_and_the
     cfg = _model(fake_openai)
     with Lab.resume(store=path, spec=team_from_dict(RELAY), model=cfg) as lab:
         report = lab.resume_report or ""
-        assert "1 message(s) re-delivered" in report  # the question
-        assert "1 message(s) an unfinished handling never sent (it runs again)" in report
-        assert "1 member(s) it hired left out (hired again if it does)" in report
-        assert "1 model answer(s) given again rather than paid twice" in report
+        assert "1 message re-delivered" in report  # the question
+        assert "1 message an unfinished handling never sent (it runs again)" in report
+        assert "1 member it hired left out (hired again if it does)" in report
+        assert "1 model answer given again rather than paid twice" in report
         assert "cut short" not in report  # its run had ended: its usage was stored
         assert "in flight" not in report  # its one request was answered
         assert lab.wait(20)
@@ -428,8 +428,8 @@ def test_a_kernel_killed_as_the_model_answers_resumes_with_that_answer_and_pays_
     cfg = _model(fake_openai)
     with Lab.resume(store=path, spec=team_from_dict(RELAY), model=cfg) as lab:
         report = lab.resume_report or ""
-        assert "1 model answer(s) given again rather than paid twice" in report
-        assert "the usage of 1 request(s) a crash cut short recorded" in report
+        assert "1 model answer given again rather than paid twice" in report
+        assert "the usage of 1 request a crash cut short recorded" in report
         assert lab.wait(20)
         assert [m.content for m in lab.replies()] == ["relayed: 42"]
         by_agent = lab.usage(by="agent").set_index("agent")["requests"].to_dict()
@@ -500,14 +500,14 @@ def test_a_message_an_unfinished_handling_never_sent_stays_unsent_after_the_hand
     cfg = _model(fake_openai)
     with Lab.resume(store=path, spec=team_from_dict(RELAY), model=cfg) as lab:
         report = lab.resume_report or ""
-        assert "1 message(s) an unfinished handling never sent (it runs again)" in report
+        assert "1 message an unfinished handling never sent (it runs again)" in report
         assert lab.wait(20)
         assert [m.content for m in lab.replies()] == ["relayed: 42", "relayed: 42"]
         team_id = lab.team_id
     assert asked_developer() == 2
     with Lab.resume(store=path, spec=team_from_dict(RELAY), model=cfg) as again:
         report = again.resume_report or ""
-        assert "0 message(s) re-delivered" in report and "never sent" not in report, report
+        assert "0 messages re-delivered" in report and "never sent" not in report, report
         assert again.wait(20)
     assert asked_developer() == 2  # the never-delivered request stays undelivered
     requests = aklab.history(path, team=team_id).messages
@@ -543,9 +543,9 @@ def test_a_stored_answer_that_no_longer_reads_back_is_asked_for_again_with_a_war
     caplog.set_level(logging.WARNING, "aklab.lab")
     with Lab.resume(store=path, spec=team_from_dict(RELAY), model=cfg) as lab:
         report = lab.resume_report or ""
-        assert "given again" not in report and "1 message(s) re-delivered" in report
+        assert "given again" not in report and "1 message re-delivered" in report
         assert "cut short" not in report  # its usage went with it: unknown, not made up
-        assert "1 stored model answer(s) that no longer read back" in report, report
+        assert "1 stored model answer that no longer read back" in report, report
         assert "in flight" not in report  # it came back: it is not a request without an answer
         assert lab.wait(20)
         assert [m.content for m in lab.replies()] == ["relayed: 42"]
@@ -593,7 +593,7 @@ def test_a_stored_answer_that_no_longer_reads_back_is_reported_by_one_resume_onl
         again = load_team(store)
     assert again.unreadable == [] and again.unanswered == []
     assert not any("could not be read back" in r.getMessage() for r in caplog.records)
-    assert "no longer read back" not in again.summary() and "1 message(s) re-delivered" in again.summary()
+    assert "no longer read back" not in again.summary() and "1 message re-delivered" in again.summary()
 
 
 def test_a_request_without_an_answer_is_counted_per_run_and_reported_once() -> None:

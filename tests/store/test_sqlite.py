@@ -182,7 +182,7 @@ def test_recover_refuses_a_store_in_use_or_from_a_newer_aklab(tmp_path: Path) ->
     path = tmp_path / "events.sqlite3"
     with Lab("dev-team", store=path) as lab:
         lab.ask("What is 2+2?", timeout=30)
-        with pytest.raises(ConfigError, match=rf"team\(s\) {lab.team_id[:8]} of .* are running in a lab"):
+        with pytest.raises(ConfigError, match=rf"team {lab.team_id[:8]} of .* is running in a lab"):
             SqliteStore.recover(path, force=True)
     assert not [p for p in tmp_path.iterdir() if ".damaged-" in p.name]
 
