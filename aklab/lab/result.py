@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from aklab._text import counted
 from aklab.agent import AgentMessage, Notice
 from aklab.llm import LlmUsageEvent
 from aklab.llm.usage import headline
@@ -84,13 +85,35 @@ class AskResult(list[AgentMessage]):
         line = f"{replies} · {t['requests']} requests · {tokens} · {cost}"
         return line + (" · stopped" if self.stopped else "")
 
+    def why_no_reply(self) -> str | None:
+        """Why nothing reached the human for this ask (None if something did), from what is known:
+        a stop, the messages the team passed, the runs it made."""
+        if self:
+            return None
+        if self.stopped:
+            return "the ask was stopped before anyone wrote to you"
+        later = [m for m in self.conversation if m.id != self.ask_id]
+        if later:
+            last = later[-1]
+            return (
+                f"the team went quiet without writing to you: {counted(len(later), 'message')} passed between "
+                f"its members, the last from {_sender(last)} to {_recipient(last)} ({intent_label(last)}), "
+                f"and {_recipient(last)} sent nothing on; ask again, or ask {_recipient(last)} what it found"
+            )
+        if self.usage_events:
+            agents = ", ".join(dict.fromkeys(e.agent for e in self.usage_events))
+            return f"{agents} made {counted(len(self.usage_events), 'model request')} and sent no message; ask again"
+        return None
+
     def as_text(self) -> str:
-        return "\n\n".join(_plain(m) for m in self) or "(no reply)"
+        why = self.why_no_reply()
+        return "\n\n".join(_plain(m) for m in self) or ("(no reply)" if why is None else f"(no reply: {why})")
 
     def as_markdown(self) -> str:
         """The replies, then (folded) the whole conversation of the ask: a saved notebook keeps it."""
         blocks = [f"**{_sender(m)}** *({intent_label(m)})*\n\n{m.content}" for m in self]
-        text = "\n\n---\n\n".join(blocks) or "*(no reply)*"
+        why = self.why_no_reply()
+        text = "\n\n---\n\n".join(blocks) or ("*(no reply)*" if why is None else f"*(no reply: {why})*")
         if len(self.conversation) > len(self):
             rows = "\n\n".join(
                 f"**{_sender(m)} → {_recipient(m)}** *({intent_label(m)})*: {_one_line(m.content)}"

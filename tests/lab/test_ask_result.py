@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from aklab.lab import Lab
 from aklab.lab.result import AskResult
+from aklab.lab.teamfile import team_from_dict
+from aklab.llm import ModelConfig
+from tests.fakeserver import Behaviour, FakeOpenAI, output
 
 
 @pytest.fixture
@@ -160,3 +165,43 @@ def test_an_ask_a_slash_command_answered_cost_nothing() -> None:
     with Lab(store=False) as lab:
         result = lab.ask("/team_roles", timeout=20)
     assert result.summary() == "1 reply · 0 requests · 0 tokens · $0.0000"
+
+
+def test_no_reply_says_why_from_what_the_ask_did(fake_openai: FakeOpenAI) -> None:
+    """The team can go quiet without writing to the human: here the Manager, given its
+    Developer's answer, sends nothing on (tool mode: a prompted reply holds at least one
+    message). "(no reply)" alone left the user guessing."""
+    from tests.lab.test_resume_real_provider import RELAY
+
+    def respond(body: dict[str, Any]) -> Behaviour:
+        system = next(m["content"] for m in body["messages"] if m["role"] == "system")
+        if "You are Developer." in system:
+            messages = [{"message_type": "response", "recipient": "@Manager", "message": "it is 42"}]
+        elif "it is 42" in json.dumps(body):
+            messages = []  # the Manager's turn on the Developer's answer sends nothing on
+        else:
+            messages = [{"message_type": "request", "recipient": "Developer", "message": "compute the answer"}]
+        return output({"messages": messages})(body)
+
+    fake_openai.default = respond
+    cfg = ModelConfig(provider="openai-compatible", model="fake", base_url=fake_openai.url, output_mode="tool")
+    with Lab(team_from_dict(RELAY), model=cfg, store=False) as lab:
+        result = lab.ask("What is the answer?", timeout=20)
+    assert list(result) == []
+    why = (
+        "the team went quiet without writing to you: 2 messages passed between its members, the last from "
+        "@Developer to @Manager (response), and @Manager sent nothing on; ask again, or ask @Manager what it found"
+    )
+    assert result.why_no_reply() == why
+    assert result.as_text() == f"(no reply: {why})"
+    assert result._repr_markdown_().startswith(f"*(no reply: {why})*\n\n<details>")
+
+
+def test_no_reply_after_a_stop_or_a_run_that_sent_nothing_says_so() -> None:
+    from aklab.llm import LlmUsageEvent
+
+    assert AskResult([], stopped=True).why_no_reply() == "the ask was stopped before anyone wrote to you"
+    usage = [LlmUsageEvent(agent="@Manager", run_id="r1", model="demo", input_tokens=3, output_tokens=1)]
+    assert AskResult([], usage_events=usage).as_text() == (
+        "(no reply: @Manager made 1 model request and sent no message; ask again)"
+    )
