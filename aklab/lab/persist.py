@@ -17,6 +17,8 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from aklab.tools._fs_text import size_text
+
 if TYPE_CHECKING:
     from aklab.store import EventStore, StoreSubscriber
 
@@ -57,6 +59,13 @@ class StoreLink:
             except ValueError:  # another drive (Windows)
                 return where
         return where
+
+    def size_text(self) -> str | None:
+        """The store's size on disk ("1.2 MB"), when its kind can tell cheaply."""
+        size = None if self.store is None else self.store.size_bytes()
+        if size is None:
+            return None
+        return size_text(size)
 
     def claim(self) -> None:
         """Claim the team in the store for this lab (see ``EventStore.claim``). Raises

@@ -19,6 +19,7 @@ from aklab.lab.teams import BUILTIN_TEAMS, TeamSpec, builtin_team
 from aklab.llm import ModelConfig
 from aklab.llm.local_auto import describe as describe_local_server
 from aklab.llm.local_auto import serve_if_needed
+from aklab.llm.usage import totals_line
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -565,11 +566,13 @@ class Lab:
             + ", ".join(sorted({c.config.model_cfg.label for c in self.spec.cards if hasattr(c.config, "model_cfg")})),
         ]
         lines += self._server_lines()
-        usage = self.recorder.usage
-        tokens = sum(e.total_tokens for e in usage)
-        unknown = sum(1 for e in usage if e.input_tokens is None or e.output_tokens is None)
-        lines.append(f"usage: {len(usage)} requests, {tokens} tokens" + (f" ({unknown} unreported)" if unknown else ""))
-        lines.append(f"store: {self._store.location}" + (f" — {self.store_warning}" if self.store_warning else ""))
+        lines.append(f"usage: {totals_line(self.recorder.usage)}")
+        size = self._store.size_text()
+        lines.append(
+            f"store: {self._store.location}"
+            + (f" ({size})" if size else "")
+            + (f" — {self.store_warning}" if self.store_warning else "")
+        )
         return "\n".join(lines)
 
     def _server_lines(self) -> list[str]:

@@ -124,6 +124,10 @@ class EventStore(ABC):
     #: Where the data lives, for people (``sqlite:/path`` or a DSN without its password).
     location: str = ""
 
+    def size_bytes(self) -> int | None:
+        """How much disk the store takes, if that is cheap to know (None otherwise)."""
+        return None
+
     @abstractmethod
     def append(self, record: OrchestratorMessage, team_id: str) -> int:
         """Store ``record`` for ``team_id``; durable when this returns. Returns its ``seq``.

@@ -212,7 +212,18 @@ class SqliteStore(QueuedWrites, EventStore):
             self._db().execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
             self._checkpoints = Checkpointer(self.path, timeout=BUSY_TIMEOUT)
 
+    def size_bytes(self) -> int | None:
+        """The database file and its write-ahead log, in bytes (None if neither can be read)."""
+        sizes = []
+        for path in (self.path, self.path.with_name(self.path.name + "-wal")):
+            try:
+                sizes.append(path.stat().st_size)
+            except OSError:
+                continue
+        return sum(sizes) if sizes else None
+
     # -- opening ------------------------------------------------------------------------
+
     def _check_header(self) -> None:
         try:
             with open(self.path, "rb") as f:

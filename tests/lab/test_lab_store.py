@@ -15,7 +15,8 @@ def test_a_lab_records_its_team_and_history_reads_it_back(tmp_path: Path) -> Non
     path = tmp_path / "events.sqlite3"
     with Lab("dev-team", store=path) as lab:
         first = lab.ask("What is 2+2?", timeout=10)
-        assert f"store: sqlite:{path}" in lab.status()
+        status = lab.status()
+        assert f"store: sqlite:{path} (" in status and status.count(" MB)") + status.count(" kB)") == 1
         team_id = lab.team_id
         reported = int(lab.usage()["requests"].sum())
     with SqliteStore(path) as store:

@@ -318,7 +318,7 @@ def test_usage_refreshes_every_n_records_or_on_flush() -> None:
         assert repr(panel) == "<UsagePanel: 2 requests by 2 agents>"
         panel.hub.feed(usage("@A", "r1", cost=0.25))
         html = panel.html.value
-        assert "total: 3 requests, 30 tokens, at least $0.7500 (1 requests unpriced)" in html
+        assert "total: 3 requests, 30 tokens, at least $0.7500 (1 unpriced)" in html
         assert "$0.7500" in html and "—" in html and "@B&lt;i&gt;" in html
         panel.hub.feed(usage("@A", "r3", cost=0.25))
         assert "total: 3 requests" in panel.html.value
@@ -402,7 +402,7 @@ def test_text_plain_is_fixed_while_the_widget_view_is_kept() -> None:
         ]
     )
     assert one.usage._repr_mimebundle_()[WIDGET_VIEW]["model_id"] == one.usage.widget.model_id
-    assert "total: 1 requests" in one.usage.html.value  # displaying flushed the held-back usage
+    assert "total: 1 request," in one.usage.html.value  # displaying flushed the held-back usage
 
     one.close()
     two.close()
@@ -480,3 +480,17 @@ def test_models_need_no_widgets_and_version_their_views() -> None:
     assert [b.number for b in contexts.view().blocks] == [2]
     assert "showing the last 1 of 2 updates" in contexts.view().html()
     assert not contexts.feed(sent("@A", "@B", "not a context update"))
+
+
+def test_the_usage_total_is_honest_about_unknown_counts_and_prices() -> None:
+    from aklab.llm.usage import totals_line
+
+    assert totals_line([]) == "0 requests, 0 tokens, $0.0000"  # nothing asked costs nothing
+    assert totals_line([usage("@A", "r1", cost=0.5).event]) == "1 request, 10 tokens, $0.5000"
+    assert totals_line([usage("@A", "r1", cost=None).event] * 2) == (
+        "2 requests, 20 tokens, cost unknown (no price for the model)"
+    )
+    cut = usage("@A", "r2", cost=None).event.model_copy(update={"input_tokens": None, "output_tokens": None})
+    assert totals_line([usage("@A", "r1", cost=0.25).event, cut]) == (
+        "2 requests, at least 10 tokens (1 unreported), at least $0.2500 (1 unpriced)"
+    )

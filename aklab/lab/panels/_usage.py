@@ -19,6 +19,7 @@ from aklab.lab.frames import usage_frame
 from aklab.lab.panels._html import note, table
 from aklab.lab.panels._hub import Panel, PanelHub, PanelModel
 from aklab.llm import LlmUsageEvent
+from aklab.llm.usage import totals_line
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -73,17 +74,7 @@ def _cell(column: str, value: Any) -> str:
 
 
 def _total(events: tuple[LlmUsageEvent, ...]) -> str:
-    requests = sum(e.requests for e in events)
-    tokens = sum(e.total_tokens for e in events)
-    unpriced = sum(e.requests for e in events if e.cost_usd is None)
-    cost = sum(e.cost_usd or 0.0 for e in events)
-    if unpriced == requests:
-        price = "cost unknown (no price for the model)"
-    elif unpriced:
-        price = f"at least ${cost:.4f} ({unpriced} requests unpriced)"
-    else:
-        price = f"${cost:.4f}"
-    return f"total: {requests} requests, {tokens} tokens, {price}"
+    return f"total: {totals_line(events)}"
 
 
 class UsageModel(PanelModel[UsageView]):
