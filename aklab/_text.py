@@ -1,11 +1,25 @@
-"""Counts in words: "1 reply", "3 replies", never "repl(ies)"."""
+"""Counts in words: "1 reply", "3 replies", never "repl(ies)"; usage totals in words."""
 
 from __future__ import annotations
 
-__all__ = ["counted"]
+__all__ = ["counted", "totals_text"]
 
 
 def counted(n: int, noun: str, plural: str | None = None) -> str:
     """``n`` and ``noun``, plural unless ``n`` is 1 (``plural``, or ``noun`` + "s"); ``n`` with
     thousands separators."""
     return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
+def totals_text(requests: int, tokens: int, unreported: int, cost_usd: float, unpriced: int) -> str:
+    """ "9 requests, 2,940 tokens, $0.0123": an unreported count (``unreported`` requests)
+    makes the tokens a floor, an unpriced request the cost a floor, or unknown when no
+    request is priced; no request at all costs $0."""
+    tokens_text = f"{tokens:,} tokens" if not unreported else f"at least {tokens:,} tokens ({unreported:,} unreported)"
+    if requests and unpriced == requests:
+        price = "cost unknown (no price for the model)"
+    elif unpriced:
+        price = f"at least ${cost_usd:.4f} ({unpriced:,} unpriced)"
+    else:
+        price = f"${cost_usd:.4f}"
+    return f"{counted(requests, 'request')}, {tokens_text}, {price}"

@@ -217,12 +217,14 @@ def stored_teams(limit: int = 20, *, everything: bool = False) -> str:
     have nothing to resume, and a daily user would otherwise see them crowd out the rest.
     One a lab runs now is listed all the same.
 
-    The listing reads the teams table only, so it skips SQLite's check of the whole file
-    (about 1 s per 60 MB not yet cached): damage is reported by the lab or resume that
-    opens the file."""
+    Each team listed shows its asks, requests, tokens and cost, read from its usage records
+    and the person's messages (about 0.4 s for a team of 2,000 asks; progress on stderr
+    past 2 s). The listing skips SQLite's check of the whole file (about 1 s per 60 MB not
+    yet cached): damage is reported by the lab or resume that opens the file."""
     from aklab.errors import ConfigError
     from aklab.lab.persist import store_off
     from aklab.store import open_store
+    from aklab.store._totals import team_totals
 
     if store_off():
         return "The event store is off (AKLAB_STORE=off): no team is kept."
@@ -235,6 +237,7 @@ def stored_teams(limit: int = 20, *, everything: bool = False) -> str:
         where = store.location
         shown = [t for t in teams if everything or t.asked or store.in_use(t.team_id)]
         running = {t.team_id for t in shown[:limit] if store.in_use(t.team_id)}
+        totals = team_totals(store, [t.team_id for t in shown[:limit]])
     if not teams:
         return f"No team stored yet in {where}."
     unasked = len(teams) - len(shown)
@@ -243,6 +246,7 @@ def stored_teams(limit: int = 20, *, everything: bool = False) -> str:
         mark = "  (running in a lab now)" if t.team_id in running else ""
         never = "" if t.asked or mark else "  (never asked anything)"
         lines.append(f"  {t.team_id[:8]}  {t.name:<16} last active {t.last_activity:%Y-%m-%d %H:%M} UTC{mark}{never}")
+        lines.append(f"            {totals[t.team_id].text()}")
     if len(shown) > limit:
         lines.append(f"  ... and {len(shown) - limit} more")
     if unasked:

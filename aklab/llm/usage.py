@@ -20,6 +20,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from aklab._text import totals_text
+
 __all__ = ["AgentUsageSummary", "LlmUsageEvent", "ToolCallEvent", "UsageTotals", "aggregate_usage", "headline"]
 
 
@@ -138,24 +140,13 @@ def headline(events: Iterable[LlmUsageEvent]) -> dict[str, Any]:
 
 
 def totals_line(events: Iterable[LlmUsageEvent]) -> str:
-    """Requests, tokens and cost in words, as the usage panel and ``%aklab`` show them: an
-    unreported count makes the tokens a floor, an unpriced request the cost a floor (or
-    unknown when no request is priced); no request at all costs $0."""
+    """Requests, tokens and cost in words, as the usage panel and ``%aklab`` show them
+    (:func:`totals_text`)."""
     events = list(events)
-    requests = sum(e.requests for e in events)
-    tokens = sum(e.total_tokens for e in events)
-    unreported = sum(e.requests for e in events if e.input_tokens is None or e.output_tokens is None)
-    unpriced = sum(e.requests for e in events if e.cost_usd is None)
-    cost = sum(e.cost_usd or 0.0 for e in events)
-    if unreported:
-        tokens_text = f"at least {tokens:,} tokens ({unreported:,} unreported)"
-    else:
-        tokens_text = f"{tokens:,} tokens"
-    if requests and unpriced == requests:
-        price = "cost unknown (no price for the model)"
-    elif unpriced:
-        price = f"at least ${cost:.4f} ({unpriced:,} unpriced)"
-    else:
-        price = f"${cost:.4f}"
-    noun = "request" if requests == 1 else "requests"
-    return f"{requests:,} {noun}, {tokens_text}, {price}"
+    return totals_text(
+        requests=sum(e.requests for e in events),
+        tokens=sum(e.total_tokens for e in events),
+        unreported=sum(e.requests for e in events if e.input_tokens is None or e.output_tokens is None),
+        cost_usd=sum(e.cost_usd or 0.0 for e in events),
+        unpriced=sum(e.requests for e in events if e.cost_usd is None),
+    )

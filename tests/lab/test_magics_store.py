@@ -47,6 +47,11 @@ def test_status_teams_and_resume(shell: InteractiveShell, capsys: pytest.Capture
     resumed = get_lab()
     assert resumed is not None and resumed.team_id == first.team_id
     assert "@Manager (response)" in out_of(shell, capsys, "%ask What is 3+3?")
+    out_of(shell, capsys, "%ask /team_members")  # an ask that makes no model request
+    usage = resumed.usage()
+    tokens, requests = int(usage["total_tokens"].sum()), int(usage["requests"].sum())
+    listing = out_of(shell, capsys, "%aklab teams")  # both sessions' asks and requests
+    assert f"3 asks, {requests} requests, {tokens:,} tokens, cost unknown (no price for the model)" in listing
 
 
 def test_a_team_never_asked_anything_neither_crowds_the_listing_nor_is_resumed_for_the_one_that_was(

@@ -410,3 +410,23 @@ def test_a_queued_record_that_cannot_be_encoded_stores_what_came_before_it_and_s
     assert contents == ["before"]
     store.append(sent("next"), team)  # the store itself goes on
     assert [r.message().message.content for r in other.records(team)] == ["before", "next"]  # type: ignore[attr-defined]
+
+
+def test_team_totals_count_asks_and_say_what_is_unknown(store: EventStore) -> None:
+    """``%aklab teams``' line per team, from the stored usage and the person's messages."""
+    from aklab.store._totals import team_totals
+
+    team, other, empty = new_team_id(), new_team_id(), new_team_id()
+    question = sent("What is 2+2?")
+    question.message.ask_id = question.ask_id = question.message.id
+    store.append(question, team)
+    store.append(sent("working on it", question.ask_id, sender=MANAGER), team)  # not an ask
+    store.append(usage(question.ask_id, input_tokens=100, output_tokens=20, cost_usd=0.25), team)
+    store.append(usage(question.ask_id, input_tokens=None, output_tokens=None, cost_usd=None, ok=False), team)
+    store.append(usage(None, input_tokens=5, output_tokens=5, cost_usd=0.5, requests=2), other)
+    totals = team_totals(store, [team, other, empty])
+    assert totals[team].text() == (
+        "1 ask, 2 requests, at least 120 tokens (1 unreported), at least $0.2500 (1 unpriced)"
+    )
+    assert totals[other].text() == "0 asks, 2 requests, 10 tokens, $0.5000"
+    assert totals[empty].text() == "0 asks, 0 requests, 0 tokens, $0.0000"
