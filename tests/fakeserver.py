@@ -107,9 +107,11 @@ def json_text(obj: Any, *, usage: Usage | None = USAGE) -> Behaviour:
     return Behaviour("text", content=json.dumps(obj), usage=usage)
 
 
-def tool_call(name: str | None, args: Any, *, usage: Usage | None = USAGE) -> Behaviour:
-    """A call of tool ``name`` (None: the request's output tool) with ``args`` (JSON text or an object)."""
-    return Behaviour("tool", tool_name=name, tool_args=args if isinstance(args, str) else json.dumps(args), usage=usage)
+def tool_call(name: str | None, args: Any, *, usage: Usage | None = USAGE, finish: str | None = None) -> Behaviour:
+    """A call of tool ``name`` (None: the request's output tool) with ``args`` (JSON text or an object);
+    ``finish="length"`` with JSON text cut mid-way is a call cut off at the request's max_tokens."""
+    encoded = args if isinstance(args, str) else json.dumps(args)
+    return Behaviour("tool", tool_name=name, tool_args=encoded, usage=usage, finish=finish)
 
 
 def http_error(

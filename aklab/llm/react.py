@@ -25,6 +25,8 @@ pydantic-ai ``Agent`` is built once; the output type is chosen per run.
   the end of the run's thread; a value that cannot be sent to the model becomes its text.
   Cancellation (``asyncio.CancelledError``), ``KeyboardInterrupt``, ``GeneratorExit`` and
   pydantic-ai's and aklab's own control exceptions pass through untouched.
+- A tool call cut off at max_tokens ends the run at once (``aklab.llm.cut_off``): asked
+  again with the same limit, it would be cut again.
 - With ``on_stream`` given, ``RuntimeConfig.stream`` on and a model that can stream, a run
   whose output is an output-tool call is streamed and its outgoing messages are
   published as they are written (``aklab.llm.streaming``); other runs are not streamed.
@@ -63,6 +65,7 @@ from pydantic_ai.usage import UsageLimits
 from aklab.errors import AklabError
 from aklab.llm._loop import agent_loop
 from aklab.llm.config import RECENT_RUNS, CompactionConfig, ModelConfig, RuntimeConfig
+from aklab.llm.cut_off import StopAtCutToolCall
 from aklab.llm.failures import RunCancelledError, describe_failure, is_context_overflow, is_cut_response
 from aklab.llm.history import (
     RunLine,
@@ -194,9 +197,9 @@ class ReactAgent:
             deps_type=object,
             tools=list(tools),
             toolsets=list(toolsets) or None,
-            # The tool guard and the request tap go in once: capabilities given per run
-            # are combined and sorted by pydantic-ai on every run (~10% of a run's CPU).
-            capabilities=[*capabilities, *self._wire(split_state), _TOOL_GUARD, self._tap],
+            # The tool guard, the cut-call stop and the request tap go in once: capabilities
+            # given per run are combined and sorted by pydantic-ai on every run (~10% of a run's CPU).
+            capabilities=[*capabilities, *self._wire(split_state), _TOOL_GUARD, _CUT_STOP, self._tap],
             retries=AgentRetries(tools=runtime.retries, output=self._output_retries),
             end_strategy=runtime.end_strategy,
             model_settings=dict(self._resolved.settings) or None,  # type: ignore[arg-type]
@@ -738,6 +741,7 @@ class _ToolGuard(AbstractCapability[Any]):
 
 
 _TOOL_GUARD = _ToolGuard()
+_CUT_STOP = StopAtCutToolCall()
 
 
 class _SchemaSharingAgent(Agent[Any, Any]):
