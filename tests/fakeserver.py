@@ -115,10 +115,14 @@ def tool_call(name: str | None, args: Any, *, usage: Usage | None = USAGE, finis
 
 
 def http_error(
-    status: int = 500, message: str = "internal server error", *, retry_after: float | None = None
+    status: int = 500, message: str = "internal server error", *, retry_after: float | str | None = None
 ) -> Behaviour:
-    """An HTTP error with an OpenAI-style JSON error body."""
-    headers = (("Retry-After", f"{retry_after:g}"),) if retry_after is not None else ()
+    """An HTTP error with an OpenAI-style JSON error body; ``retry_after``: a Retry-After header
+    in seconds, or as given (an HTTP-date)."""
+    if retry_after is None:
+        headers: tuple[tuple[str, str], ...] = ()
+    else:
+        headers = (("Retry-After", retry_after if isinstance(retry_after, str) else f"{retry_after:g}"),)
     return Behaviour("error", content=message, status=status, headers=headers)
 
 

@@ -7,7 +7,12 @@ that says what happened and what to try; the original stays as ``__cause__``.
 
 from __future__ import annotations
 
+import contextlib
+import email.utils
+import math
 import re
+from datetime import UTC, datetime
+from typing import Any
 
 from aklab.errors import AklabError
 from aklab.secrets import redact, shown_url
@@ -84,6 +89,49 @@ def _server_message(exc: BaseException, limit: int = 120) -> str | None:
     return None
 
 
+def _retry_after(exc: BaseException) -> float | None:
+    """Seconds the server asked to wait before the next request, if an error in the chain says:
+    pydantic-ai's reading of the headers, else ``retry-after-ms`` or ``Retry-After`` (seconds or
+    an HTTP-date) of the response itself."""
+    for e in _chain(exc):
+        seconds = getattr(e, "retry_after", None)
+        if isinstance(seconds, int | float) and not isinstance(seconds, bool):
+            return float(seconds)
+        try:
+            headers = e.response.headers  # type: ignore[attr-defined]  # the SDKs' status errors; httpx's raise
+        except Exception:
+            headers = getattr(e, "headers", None)
+        if hasattr(headers, "get") and (seconds := _seconds_in(headers)) is not None:
+            return seconds
+    return None
+
+
+def _seconds_in(headers: Any) -> float | None:
+    with contextlib.suppress(TypeError, ValueError):
+        if (ms := headers.get("retry-after-ms")) is not None:
+            return float(ms) / 1000
+    value = headers.get("retry-after")
+    if not isinstance(value, str):
+        return None
+    with contextlib.suppress(ValueError):
+        return float(value)
+    with contextlib.suppress(TypeError, ValueError, IndexError):
+        when = email.utils.parsedate_to_datetime(value)
+        return (when - datetime.now(when.tzinfo or UTC)).total_seconds()
+    return None
+
+
+def _wait(seconds: float | None) -> str | None:
+    """``seconds`` as a person reads a wait: "20 s", "5 min", "2 h"; None for no wait at all."""
+    if seconds is None or not math.isfinite(seconds) or seconds <= 0:
+        return None
+    if seconds < 120:
+        return f"{math.ceil(seconds)} s"
+    if seconds < 2 * 3600:
+        return f"{math.ceil(seconds / 60)} min"
+    return f"{math.ceil(seconds / 3600)} h"
+
+
 def _request_url(exc: BaseException) -> str | None:
     """The URL of the HTTP request that failed, if an error in the chain carries it."""
     for e in _chain(exc):
@@ -127,7 +175,11 @@ def _describe(exc: BaseException, timeout: float | None) -> str:
     said = _server_message(exc) if status is not None else None  # what the server said, if anything
     detail = f": {said}" if said else ""
     if status == 429:
-        return f"the provider is rate-limiting requests (HTTP 429{detail}); wait a moment and ask again"
+        # The SDK may have waited and asked again already (ModelConfig.retries); the wait
+        # named is the one the server asked for last.
+        wait = _wait(_retry_after(exc))
+        then = f"it asks to wait {wait}, then ask again" if wait else "wait a moment and ask again"
+        return f"the provider is rate-limiting requests (HTTP 429{detail}); {then}"
     if status in (401, 403):
         return (
             f"the provider refused the request (HTTP {status}{detail}); check the API key variable, "

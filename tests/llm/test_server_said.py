@@ -1,0 +1,65 @@
+"""What the server said reaches the human's notice: how long a rate limit asks to wait, and
+the message of an error the server sent with status 200 (whole, or inside a stream).
+
+Through pydantic-ai's real OpenAI model, built by aklab from a ``ModelConfig``, against the
+loopback fake (``tests/fakeserver.py``).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import re
+import time
+
+import pytest
+
+from tests.fakeserver import FakeOpenAI, http_error
+from tests.llm.test_openai_faults import (
+    ASK_TIMEOUT,
+    QUESTION,
+    _to_human,
+    always,
+    assert_answered_or_told,
+    assert_answers_afterwards,
+    modes,
+    solo_lab,
+)
+
+RATE_LIMITED = "@Solo could not answer: the provider is rate-limiting requests (HTTP 429: slow down)"
+
+
+def _http_date(seconds_from_now: float) -> str:
+    return email.utils.formatdate(time.time() + seconds_from_now, usegmt=True)
+
+
+@modes
+@pytest.mark.parametrize(
+    ("retry_after", "wait"),
+    [(20, r"20 s"), ("1.5", r"2 s"), (600, r"10 min"), ("+90", r"(8\d|9\d) s"), (None, None)],
+    ids=["seconds", "fraction", "minutes", "http-date", "none"],
+)
+def test_a_429_says_how_long_the_server_asks_to_wait(
+    fake_openai: FakeOpenAI, mode: str, retry_after: float | str | None, wait: str | None
+) -> None:
+    if isinstance(retry_after, str) and retry_after.startswith("+"):  # an HTTP-date, from now
+        retry_after = _http_date(float(retry_after))
+    fake_openai.push(http_error(429, "slow down", retry_after=retry_after))
+    with solo_lab(fake_openai, output_mode=mode) as lab:
+        first = lab.ask(QUESTION, timeout=ASK_TIMEOUT)
+        assert len(fake_openai.bodies) == 1, "retries=0: the request is sent once"
+        assert_answered_or_told(first, r"HTTP 429: slow down")
+        [notice] = _to_human(first, "notification")
+        then = f"it asks to wait {wait}, then ask again" if wait else "wait a moment and ask again"
+        assert re.fullmatch(rf"{re.escape(RATE_LIMITED)}; {then}", notice.content), notice.content
+        assert_answers_afterwards(lab, fake_openai)
+
+
+def test_a_wait_longer_than_the_sdk_waits_for_is_told_at_once_and_not_retried(fake_openai: FakeOpenAI) -> None:
+    """With the SDK's retry on (``retries=1``), a 429 asking for 10 minutes is not waited for
+    (the openai SDK waits two minutes at most): the human is told at once how long to wait."""
+    fake_openai.default = always(http_error(429, "slow down", retry_after=600))
+    with solo_lab(fake_openai, retries=1) as lab:
+        first = lab.ask(QUESTION, timeout=ASK_TIMEOUT)
+        assert len(fake_openai.bodies) == 1
+        [notice] = _to_human(first, "notification")
+        assert notice.content == f"{RATE_LIMITED}; it asks to wait 10 min, then ask again"
