@@ -8,7 +8,7 @@ assert what reached the wire.
 
 A test scripts it with a queue of behaviours, one per chat request, built by the
 functions below (``text``, ``json_text``, ``tool_call``, ``output``, ``http_error``,
-``rate_limited``, ``hang``, ``truncated_json``, ``cut_stream``, ``empty``); a queue item
+``rate_limited``, ``hang``, ``truncated_json``, ``cut_stream``, ``empty``, ``error_at_200``); a queue item
 may also be a responder (a callable given the request body, returning a behaviour). When
 the queue is empty the ``default`` responder answers (e.g. ``echo``: text "OK: <the last
 line of the last user message>"); with no default the server answers 500 "nothing scripted", so a forgotten
@@ -49,6 +49,7 @@ __all__ = [
     "cut_stream",
     "echo",
     "empty",
+    "error_at_200",
     "hang",
     "http_error",
     "json_text",
@@ -63,7 +64,7 @@ __all__ = [
     "truncated_json",
 ]
 
-Kind = Literal["text", "tool", "error", "hang", "truncated", "cut", "empty", "raw"]
+Kind = Literal["text", "tool", "error", "error200", "hang", "truncated", "cut", "empty", "raw"]
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,8 @@ class Behaviour:
     """``cut``: end the body properly, only without a finish reason and ``[DONE]``."""
     finish: str | None = None
     """The finish reason sent, if not the usual one ("stop", or "tool_calls" for a tool call)."""
+    error: str | None = None
+    """``error200``: the error object sent, as JSON text."""
 
 
 def text(content: str, *, usage: Usage | None = USAGE) -> Behaviour:
@@ -134,6 +137,18 @@ def cut_at_max_tokens(content: str) -> Behaviour:
 def raw(body: str, *, status: int = 200, content_type: str = "application/json") -> Behaviour:
     """Exactly ``body`` (not a chat completion: a web page, an error at status 200, no choices)."""
     return Behaviour("raw", content=body, status=status, headers=(("Content-Type", content_type),))
+
+
+def error_at_200(
+    message: str, *, code: str | int | None = None, error_type: str | None = None, content: str = "The answer"
+) -> Behaviour:
+    """An error object (``{"error": {"message": ..., "code": ..., "type": ...}}``, without the fields
+    not given) sent with status 200, as some OpenAI-compatible servers and gateways do. Non-streamed:
+    the whole body. Streamed: ``content`` in a few chunks, then the error as one ``data:`` event, and
+    the body ends (no finish reason, no ``[DONE]``)."""
+    fields = {"message": message, "code": code, "type": error_type}
+    error = {"error": {k: v for k, v in fields.items() if v is not None}}
+    return Behaviour("error200", content=content, error=json.dumps(error))
 
 
 def rate_limited(retry_after: float = 1) -> Behaviour:
@@ -460,6 +475,8 @@ class _Handler(BaseHTTPRequestHandler):
         stream = bool(body.get("stream"))
         if b.kind == "error":
             self._send_error(b.status, b.content or "error", headers=b.headers)
+        elif b.kind == "error200":
+            self._error_at_200(b, body, stream)
         elif b.kind == "raw":
             data = (b.content or "").encode()
             self._start(b.status, dict(b.headers)["Content-Type"], [("Content-Length", str(len(data)))])
@@ -527,6 +544,20 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self.wfile.flush()
             self._drop()
+
+    def _error_at_200(self, b: Behaviour, body: dict[str, Any], stream: bool) -> None:
+        if not stream:
+            data = (b.error or "").encode()
+            self._start(200, "application/json", [("Content-Length", str(len(data)))])
+            self.wfile.write(data)
+            return
+        self._start_stream()
+        self._event(json.dumps(self._chunk(body, {"role": "assistant", "content": ""})))
+        for piece in _pieces(b.content or ""):
+            self._event(json.dumps(self._chunk(body, {"content": piece})))
+        self._event(b.error or "")
+        self._end_chunks()
+        self.close_connection = True  # the client stops reading at the error: no next request comes
 
     def _drop(self) -> None:
         with contextlib.suppress(OSError):

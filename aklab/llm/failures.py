@@ -14,6 +14,8 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic_ai.exceptions import ModelAPIError
+
 from aklab.errors import AklabError
 from aklab.secrets import redact, shown_url
 
@@ -172,28 +174,33 @@ def _describe(exc: BaseException, timeout: float | None) -> str:
             return f"cannot reach the model server: {down}"
         where = "" if url is None else f" at {shown_url(url, path=False)}"  # never its path or credentials
         return f"cannot reach the model server{where} ({_first_line(exc, 80)}); is it running? (check base_url)"
-    said = _server_message(exc) if status is not None else None  # what the server said, if anything
+    # What the server said, if anything: in an HTTP error, or in an error object it sent with status 200.
+    sent = any(isinstance(e, ModelAPIError) for e in _chain(exc))
+    said = _server_message(exc) if status is not None or sent else None
     detail = f": {said}" if said else ""
+    http = f"HTTP {status}{detail}"
     if status == 429:
         # The SDK may have waited and asked again already (ModelConfig.retries); the wait
         # named is the one the server asked for last.
         wait = _wait(_retry_after(exc))
         then = f"it asks to wait {wait}, then ask again" if wait else "wait a moment and ask again"
-        return f"the provider is rate-limiting requests (HTTP 429{detail}); {then}"
+        return f"the provider is rate-limiting requests ({http}); {then}"
     if status in (401, 403):
         return (
-            f"the provider refused the request (HTTP {status}{detail}); check the API key variable, "
+            f"the provider refused the request ({http}); check the API key variable, "
             "and that the key may use this model"
         )
     if status is not None and status >= 500:
-        return f"the model server failed (HTTP {status}{detail}); ask again"
+        return f"the model server failed ({http}); ask again"
     if status == 404:  # Ollama's message says which model, and to pull it
-        return f"the model or endpoint was not found (HTTP 404{detail}); check the model name and base_url"
+        return f"the model or endpoint was not found ({http}); check the model name and base_url"
     if status is not None and 400 <= status < 500:
         return (
-            f"the model server rejected the request (HTTP {status}{detail}); asking again sends the same "
+            f"the model server rejected the request ({http}); asking again sends the same "
             "request: check the model's settings (%aklab model ... options, ModelConfig)"
         )
+    if said:  # an error object sent with status 200 that names no status
+        return f"the model server sent an error instead of an answer ({said}); ask again"
     if "IncompleteToolCall" in names:
         return (
             "the answer was cut off at the model's max_tokens limit; raise it "

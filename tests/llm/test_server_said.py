@@ -8,12 +8,13 @@ loopback fake (``tests/fakeserver.py``).
 from __future__ import annotations
 
 import email.utils
+import json
 import re
 import time
 
 import pytest
 
-from tests.fakeserver import FakeOpenAI, http_error
+from tests.fakeserver import Behaviour, FakeOpenAI, error_at_200, http_error, raw
 from tests.llm.test_openai_faults import (
     ASK_TIMEOUT,
     QUESTION,
@@ -63,3 +64,29 @@ def test_a_wait_longer_than_the_sdk_waits_for_is_told_at_once_and_not_retried(fa
         assert len(fake_openai.bodies) == 1
         [notice] = _to_human(first, "notification")
         assert notice.content == f"{RATE_LIMITED}; it asks to wait 10 min, then ask again"
+
+
+# -- an error object sent with status 200 ------------------------------------------------------------
+
+OVERLOADED = json.dumps({"error": {"message": "model overloaded", "code": 503}})
+
+
+@pytest.mark.parametrize(
+    ("mode", "fault"),
+    [("prompted", error_at_200("model overloaded", code=503)), ("tool", raw(OVERLOADED))],
+    ids=["plain", "json-answering-a-stream"],
+)
+def test_an_error_sent_with_status_200_reaches_the_notice_with_the_servers_message(
+    fake_openai: FakeOpenAI, mode: str, fault: Behaviour
+) -> None:
+    """As llama.cpp, vLLM or a gateway may answer: a 200 whose body is an error object, not a
+    completion (for a streamed request too, as JSON instead of a stream)."""
+    fake_openai.push(fault)
+    with solo_lab(fake_openai, output_mode=mode) as lab:
+        first = lab.ask(QUESTION, timeout=ASK_TIMEOUT)
+        assert fake_openai.bodies[0].get("stream", False) is (mode == "tool")
+        [notice] = _to_human(first, "notification")
+        assert notice.content == (
+            "@Solo could not answer: the model server sent an error instead of an answer (model overloaded); ask again"
+        )
+        assert_answers_afterwards(lab, fake_openai)

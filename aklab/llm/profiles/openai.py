@@ -24,8 +24,10 @@ class OpenAIFamily(Family):
     def build(self, ctx: BuildContext) -> ResolvedModel:
         with needs_sdk(self.name, self.extra):
             from openai import AsyncOpenAI
-            from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
+            from pydantic_ai.models.openai import OpenAIResponsesModel
             from pydantic_ai.providers.openai import OpenAIProvider
+
+            from aklab.llm.profiles._chat_model import ChatModel
 
         base_url = ctx.cfg.base_url or os.environ.get("OPENAI_BASE_URL") or None
         api_key = ctx.api_key("OPENAI_API_KEY", required=base_url is None)
@@ -42,7 +44,7 @@ class OpenAIFamily(Family):
         settings = ctx.settings()
         profile = self.profile(ctx)
         overlay = ctx.model_profile(profile.output_mode)
-        cls = OpenAIResponsesModel if base_url is None else OpenAIChatModel
+        cls = OpenAIResponsesModel if base_url is None else ChatModel
         model = cls(ctx.name, provider=provider, profile=overlay, settings=settings)
         return ctx.resolved(model, profile, settings)
 

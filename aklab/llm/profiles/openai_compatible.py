@@ -60,8 +60,9 @@ def build_compatible(
     """An ``OpenAIChatModel`` on ``base_url`` in the OpenAI-compatible dialect."""
     with needs_sdk(family.name, "openai"):
         from openai import AsyncOpenAI
-        from pydantic_ai.models.openai import OpenAIChatModel
         from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider
+
+        from aklab.llm.profiles._chat_model import ChatModel
 
     mode = ctx.output_mode("prompted")
     client = AsyncOpenAI(
@@ -77,7 +78,7 @@ def build_compatible(
         settings["max_tokens"] = family.default_max_tokens
     if ctx.cfg.temperature is None and family.default_temperature is not None:
         settings["temperature"] = family.default_temperature
-    model = OpenAIChatModel(ctx.name, provider=provider, profile=compatible_profile(ctx, mode), settings=settings)
+    model = ChatModel(ctx.name, provider=provider, profile=compatible_profile(ctx, mode), settings=settings)
     profile = family.profile(
         ctx,
         family="openai-compatible" if family.name == "openai" else family.name,
