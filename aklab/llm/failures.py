@@ -174,11 +174,13 @@ def _describe(exc: BaseException, timeout: float | None) -> str:
             return f"cannot reach the model server: {down}"
         where = "" if url is None else f" at {shown_url(url, path=False)}"  # never its path or credentials
         return f"cannot reach the model server{where} ({_first_line(exc, 80)}); is it running? (check base_url)"
-    # What the server said, if anything: in an HTTP error, or in an error object it sent with status 200.
+    # What the server said, if anything: in an HTTP error, or in an error object it sent with
+    # status 200 (whole, or mid-stream), whose status pydantic-ai infers from its code or type.
     sent = any(isinstance(e, ModelAPIError) for e in _chain(exc))
     said = _server_message(exc) if status is not None or sent else None
     detail = f": {said}" if said else ""
-    http = f"HTTP {status}{detail}"
+    mid_stream = any(getattr(e, "in_stream", False) is True for e in _chain(exc))
+    http = f"error sent mid-stream{detail}" if mid_stream else f"HTTP {status}{detail}"
     if status == 429:
         # The SDK may have waited and asked again already (ModelConfig.retries); the wait
         # named is the one the server asked for last.
@@ -200,7 +202,8 @@ def _describe(exc: BaseException, timeout: float | None) -> str:
             "request: check the model's settings (%aklab model ... options, ModelConfig)"
         )
     if said:  # an error object sent with status 200 that names no status
-        return f"the model server sent an error instead of an answer ({said}); ask again"
+        where = "part-way through its answer" if mid_stream else "instead of an answer"
+        return f"the model server sent an error {where} ({said}); ask again"
     if "IncompleteToolCall" in names:
         return (
             "the answer was cut off at the model's max_tokens limit; raise it "

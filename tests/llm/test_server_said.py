@@ -90,3 +90,36 @@ def test_an_error_sent_with_status_200_reaches_the_notice_with_the_servers_messa
             "@Solo could not answer: the model server sent an error instead of an answer (model overloaded); ask again"
         )
         assert_answers_afterwards(lab, fake_openai)
+
+
+@pytest.mark.parametrize(
+    ("fault", "says"),
+    [
+        (
+            error_at_200("model overloaded"),
+            "the model server sent an error part-way through its answer (model overloaded); ask again",
+        ),
+        (
+            error_at_200("model overloaded", error_type="server_error"),
+            "the model server failed (error sent mid-stream: model overloaded); ask again",
+        ),
+        (
+            error_at_200("too many requests", code="rate_limit_exceeded"),
+            "the provider is rate-limiting requests (error sent mid-stream: too many requests); "
+            "wait a moment and ask again",
+        ),
+    ],
+    ids=["unclassified", "server-error", "rate-limit"],
+)
+def test_an_error_event_mid_stream_reaches_the_notice_with_the_servers_message(
+    fake_openai: FakeOpenAI, fault: Behaviour, says: str
+) -> None:
+    """``data: {"error": {...}}`` after some content: the status 200 is not called an HTTP error,
+    and the status pydantic-ai infers from the error's code or type is not shown as sent."""
+    fake_openai.push(fault)
+    with solo_lab(fake_openai, output_mode="tool") as lab:
+        first = lab.ask(QUESTION, timeout=ASK_TIMEOUT)
+        assert fake_openai.bodies[0].get("stream"), "tool mode in a lab streams"
+        [notice] = _to_human(first, "notification")
+        assert notice.content == f"@Solo could not answer: {says}"
+        assert_answers_afterwards(lab, fake_openai)
