@@ -20,7 +20,7 @@ from aklab.llm import ModelConfig
 from aklab.llm.failures import describe_failure
 from aklab.llm.profiles import resolve
 from aklab.secrets import REDACTED, redact
-from tests.fakeserver import Behaviour, FakeOpenAI, echo, http_error
+from tests.fakeserver import Behaviour, FakeOpenAI, echo, error_at_200, http_error
 
 KEY = "sk-hardening-0123456789abcdef"
 ENV = "AKLAB_HARDENING_TEST_KEY"
@@ -30,7 +30,8 @@ SOLO = {"name": "solo", "entry": "Solo", "roles": [{"role": "Solo", "prompt": "Y
 def _echoing(fake: FakeOpenAI, status: int, template: str) -> Callable[[dict[str, object]], Behaviour]:
     def respond(body: dict[str, object]) -> Behaviour:
         auth = next((v for k, v in fake.requests[-1].headers.items() if k.lower() == "authorization"), "")
-        return http_error(status, template.format(key=KEY, auth=auth))
+        message = template.format(key=KEY, auth=auth)
+        return error_at_200(message) if status == 200 else http_error(status, message)
 
     return respond
 
@@ -44,6 +45,7 @@ ECHOES = [
     (500, "internal error while handling {{'authorization': '{auth}', 'api-key': '{key}'}}"),
     (502, "upstream said: {key}"),
     (422, "cannot parse request from {auth}; key {key}"),
+    (200, "an error object for {auth}, key {key}"),  # sent with status 200, its message told
 ]
 
 
