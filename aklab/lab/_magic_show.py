@@ -105,8 +105,9 @@ _SHORT = {
 }
 
 
-#: ``%usage --by ask`` shows each question cut to this many characters.
-QUESTION_WIDTH = 36
+#: ``%usage --by ask`` shows each question cut to this many characters (the row, with its
+#: ``ok``, then fits 110 columns).
+QUESTION_WIDTH = 31
 
 
 def compact_usage(frame: pd.DataFrame) -> pd.DataFrame:

@@ -1,8 +1,17 @@
-"""Usage as tidy pandas DataFrames with a fixed column order."""
+"""Usage as tidy pandas DataFrames with a fixed column order.
+
+An ask's ``ok`` (here by ask, and in ``aklab.history().asks``) is False when aklab told the
+human something went wrong in it (a ``Notice``: an agent could not answer, a run was
+interrupted, a usage limit or the team guard was hit, an answer was cut off, a message was
+not delivered) or when it was stopped or tripped the team guard (``AskCancelledEvent``);
+True otherwise, an ask still running included. It says the ask ran to its end, not that the
+answer is right (a batch's check says that). A failed request (``ok`` False by request) that
+the ask got past, with no notice (a handling done again after a resume), leaves it True.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from aklab.errors import ConfigError
@@ -32,7 +41,10 @@ USAGE_COLUMNS = [
 ]
 #: Per-request frames (``by="request"``) also say how each row's figures were obtained.
 REQUEST_COLUMNS = [*USAGE_COLUMNS, "estimated", "cost_source", "ok"]
-#: Per-ask frames (``by="ask"``): one row per human message, every agent it involved.
+#: Per-ask frames (``by="ask"``): one row per human message. ``agents`` names every agent
+#: that made a model request for it (``"@Manager, @Developer"``, in the order of their first
+#: request), as ``aklab.history().asks`` does; ``ok`` is as the module docstring says
+#: (``lab.usage`` adds ``question`` after ``ask_id``).
 ASK_COLUMNS = [
     "ask_id",
     "agents",
@@ -43,6 +55,7 @@ ASK_COLUMNS = [
     "cost_usd",
     "started_at",
     "duration_s",
+    "ok",
 ]
 _SUMS = ["requests", "input_tokens", "output_tokens", "total_tokens"]
 _TOKENS = ["input_tokens", "output_tokens", "total_tokens"]
@@ -96,16 +109,20 @@ def _raw(events: Sequence[LlmUsageEvent], *, asks: bool = False) -> pd.DataFrame
     return frame
 
 
-def usage_frame(events: Sequence[LlmUsageEvent], by: str = "agent") -> pd.DataFrame:
+def usage_frame(
+    events: Sequence[LlmUsageEvent], by: str = "agent", *, failed_asks: Collection[str] | None = None
+) -> pd.DataFrame:
     """One row per agent (default), run, model, ask (one human message and all it caused),
     or model request (``by="request"``).
 
     ``cost_usd`` is missing (<NA>) for a group with any request that could not be priced.
+    By ask, ``ok`` is False for the asks in ``failed_asks`` (as the module docstring says);
+    the usage events alone do not tell, so without ``failed_asks`` it is <NA>.
     """
     if by not in ("agent", "run", "model", "ask", "request"):
         raise ConfigError(f"usage by {by!r}: choose agent, run, model, ask or request")
     if by == "ask":
-        return _by_ask(_raw(events, asks=True))
+        return _by_ask(_raw(events, asks=True), failed_asks)
     frame = _raw(events)
     if by == "request":
         return frame
@@ -122,7 +139,9 @@ def usage_frame(events: Sequence[LlmUsageEvent], by: str = "agent") -> pd.DataFr
     return out[[c for c in USAGE_COLUMNS if c in out.columns]]
 
 
-def _by_ask(frame: pd.DataFrame) -> pd.DataFrame:
+def _by_ask(frame: pd.DataFrame, failed_asks: Collection[str] | None) -> pd.DataFrame:
+    import pandas as pd
+
     grouped = frame.groupby("ask_id", sort=False, dropna=False)
     out = grouped[_SUMS].sum(min_count=1)  # a group whose token counts are all unknown stays <NA>, not 0
     out["cost_usd"] = (
@@ -133,7 +152,12 @@ def _by_ask(frame: pd.DataFrame) -> pd.DataFrame:
     out["agents"] = grouped["agent"].agg(lambda names: ", ".join(dict.fromkeys(names)))
     out["started_at"] = grouped["started_at"].min()
     out["duration_s"] = grouped["duration_s"].sum()
-    return out.reset_index()[ASK_COLUMNS]
+    out = out.reset_index()
+    if failed_asks is None:
+        out["ok"] = pd.Series(pd.NA, index=out.index, dtype="boolean")
+    else:
+        out["ok"] = ~out["ask_id"].isin(list(failed_asks))
+    return out[ASK_COLUMNS]
 
 
 def estimate_cost(frame: pd.DataFrame, model: str, *, provider: str | None = None) -> pd.Series:

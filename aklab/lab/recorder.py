@@ -1,4 +1,6 @@
-"""TeamRecorder: the lab's subscriber. Keeps the transcript, usage and errors.
+"""TeamRecorder: the lab's subscriber. Keeps the transcript, usage, errors, and which asks
+were not ok (a ``Notice`` reached the human, or the ask was stopped: ``lab.usage(by="ask")``'s
+``ok``, as ``aklab.lab.frames`` defines it).
 
 It is called by the team log, one record at a time, and only appends; readers copy what
 they need. Listeners (console printer, widgets) are called with each record and must
@@ -6,7 +8,8 @@ not block.
 
 A long session must not grow without bound (issue 11): usage is kept in full but packed
 (:class:`UsageRows`, about 100 bytes a request, so ``lab.usage()`` totals the whole
-session); the transcript, errors and context updates keep their newest entries
+session), and so are the ids of the asks that were not ok (one string each); the
+transcript, errors and context updates keep their newest entries
 (:class:`~aklab.core._recent.Recent`: positions such as ``len(recorder.errors)`` still
 count from the start, and ``dropped`` says how many of the oldest are gone; the event
 store keeps everything on disk).
@@ -19,8 +22,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from aklab.agent import AgentBusyEvent, AgentMessage, ContextUpdateEvent
+from aklab.agent import AgentBusyEvent, AgentMessage, ContextUpdateEvent, Notice
 from aklab.core import ErrorMessage, EventMessage, EventSubscriber, Message, SentMessage
+from aklab.core._asks import AskCancelledEvent
 from aklab.core._recent import Recent
 from aklab.lab._usage_rows import UsageRows
 from aklab.llm import LlmUsageEvent
@@ -42,6 +46,8 @@ class TeamRecorder(EventSubscriber):
         self.usage = UsageRows()
         self.errors: Recent[ErrorMessage] = Recent(ERRORS_LIMIT, "error")
         self.context_updates: Recent[ContextUpdateEvent] = Recent(CONTEXT_UPDATES_LIMIT, "context update")
+        self.failed_asks: set[str] = set()
+        """The asks in which aklab sent the human a ``Notice``, or that were stopped or tripped."""
         self.listeners: list[Callable[[Message], Any]] = []
         self.busy: set[str] = set()
         self.busy_changed = threading.Condition()
@@ -50,10 +56,14 @@ class TeamRecorder(EventSubscriber):
         if isinstance(message, SentMessage):
             if isinstance(message.message, AgentMessage):
                 self.transcript.append(message)
+                if isinstance(message.message, Notice) and message.message.ask_id is not None:
+                    self.failed_asks.add(message.message.ask_id)
         elif isinstance(message, EventMessage):
             event = message.event
             if isinstance(event, LlmUsageEvent):
                 self.usage.append(event)
+            elif isinstance(event, AskCancelledEvent):
+                self.failed_asks.add(event.ask_id)
             elif isinstance(event, ContextUpdateEvent):
                 self.context_updates.append(event)
             elif isinstance(event, AgentBusyEvent):

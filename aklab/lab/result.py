@@ -25,7 +25,7 @@ __all__ = ["AskResult", "intent_label"]
 
 
 class AskResult(list[AgentMessage]):
-    """The replies of one ask (the list), plus ``ask_id``, ``usage()``, ``run_ids`` and ``stopped``;
+    """The replies of one ask (the list), plus ``ask_id``, ``usage()``, ``run_ids``, ``stopped`` and ``ok``;
     ``answers`` and ``notices`` split the replies into the agents' and aklab's own."""
 
     def __init__(
@@ -64,11 +64,17 @@ class AskResult(list[AgentMessage]):
         """aklab's notices among the replies: "@Manager could not answer: ...", a stop, a limit."""
         return [m for m in self if isinstance(m, Notice)]
 
+    @property
+    def ok(self) -> bool:
+        """No notice among the replies and not stopped: ``lab.usage(by="ask")``'s ``ok`` for this ask."""
+        return not self.stopped and not self.notices
+
     def usage(self, by: str = "agent") -> pd.DataFrame:
-        """Requests, tokens and cost of this ask alone (by agent, run, model or request)."""
+        """Requests, tokens and cost of this ask alone (by agent, run, model, ask or request)."""
         from aklab.lab.frames import usage_frame
 
-        return usage_frame(self.usage_events, by=by)
+        failed = [] if self.ok or self.ask_id is None else [self.ask_id]
+        return usage_frame(self.usage_events, by=by, failed_asks=failed)
 
     def totals(self) -> dict[str, Any]:
         """Requests, tokens (None when any request's count is unknown) and cost (None when unpriced)."""

@@ -173,10 +173,11 @@ class Lab:
         self.orchestrator = self.system.proxy_ask(orchestrator, Orchestrator)
         self.orchestrator.subscribe(self.recorder)
         subscribe(self._store, self.orchestrator, name=self.spec.name, metadata=self._metadata())
-        if self.system.persist:
-            from aklab.lab.resume import record_cancellations
+        # Recorded with or without a store: a resume leaves a stopped ask alone, and the
+        # recorder counts it as not ok (lab.usage(by="ask")).
+        from aklab.lab.resume import record_cancellations
 
-            self.system.asks.on_cancel = record_cancellations(self.orchestrator.team_log)
+        self.system.asks.on_cancel = record_cancellations(self.orchestrator.team_log)
         self.orchestrator.register_agent_profiles(self.spec.cards)
         if stored is not None:
             from aklab.lab.resume import restore_team
@@ -509,8 +510,10 @@ class Lab:
 
     def usage(self, by: str = "agent") -> pd.DataFrame:
         """Tokens and cost as a DataFrame: by agent (default), run, model, ask (each human
-        message with everything it caused, and its question) or request."""
-        frame = usage_frame(self.recorder.usage, by=by)
+        message with everything it caused, its question, the agents it involved and whether
+        it was ``ok``: see ``aklab.lab.frames``) or request."""
+        failed = self.recorder.failed_asks.copy() if by == "ask" else None  # a copy: the team adds to it
+        frame = usage_frame(self.recorder.usage, by=by, failed_asks=failed)
         if by == "ask":  # what was asked, when the transcript still holds it
             asked = {
                 m.ask_id: m.content

@@ -2,10 +2,16 @@
 
 ``usage`` has the columns of ``lab.usage(by="request")`` (``aklab.lab.frames.REQUEST_COLUMNS``)
 after ``team_id`` and ``ask_id``; ``runs`` sums it per run; ``asks`` per ask, with the
-question that started it; ``messages`` has one row per message sent (and delivered, or still to be). With ``agent`` or
-``model`` filters, figures count only the matching requests (an ask's row then says what
-that agent or model cost within it). Times are UTC; ``since``/``until`` select records made
-in ``[since, until)``.
+question that started it, the agents that made its requests (``agents``: ``"@Manager,
+@Developer"``, in the order of their first request, as in ``lab.usage(by="ask")``) and
+whether it was ``ok``: False when a ``Notice`` reached the human in it (an agent could not
+answer, a run was interrupted, a limit was hit, an answer was cut off, a message was not
+delivered) or it was stopped or tripped the team guard (``AskCancelledEvent``), as
+``aklab.lab.frames`` defines it; ``messages`` has one row per message sent (and delivered,
+or still to be). With ``agent`` or ``model`` filters, figures count only the matching
+requests (an ask's row then says what that agent or model cost within it), while ``ok`` is
+the whole ask's. Times are UTC; ``since``/``until`` select records made in ``[since,
+until)`` (``ok`` too reads only those).
 
 pandas is imported when ``history`` is called, not when ``aklab.store`` is.
 """
@@ -74,6 +80,7 @@ ASK_COLUMNS = [
     "output_tokens",
     "total_tokens",
     "cost_usd",
+    "ok",
 ]
 MESSAGE_COLUMNS = [
     "seq",
@@ -127,7 +134,7 @@ def history(
     team_ids: list[str | None] = [None]
     if team is not None:
         team_ids = [*_team_ids(store, teams, team)]
-    usage_rows, message_rows = _read(store, team_ids, since_utc, until_utc)
+    usage_rows, message_rows, failed = _read(store, team_ids, since_utc, until_utc)
     every_message = message_rows
     who = None if agent is None else (agent if agent.startswith("@") else f"@{agent}")
     usage_rows = [
@@ -144,7 +151,7 @@ def history(
     if model is not None:  # messages carry no model: keep those of the asks that used it
         messages = messages[messages["ask_id"].isin(set(usage["ask_id"]))].reset_index(drop=True)
     runs = _runs_frame(usage)
-    asks = _asks_frame(usage, messages, questions, names)
+    asks = _asks_frame(usage, messages, questions, names, failed)
     return History(asks=asks, runs=runs, usage=usage, messages=messages)
 
 
@@ -153,7 +160,7 @@ def history(
 PAGE = 20_000
 #: A read that takes longer than this says on stderr how far it has got, page by page.
 PROGRESS_AFTER_S = 2.0
-_KINDS = ("SentMessage", "LlmUsageEvent")
+_KINDS = ("SentMessage", "LlmUsageEvent", "AskCancelledEvent")
 
 
 def _team_ids(store: EventStore, teams: list[TeamInfo], team: str) -> list[str]:
@@ -170,12 +177,14 @@ def _team_ids(store: EventStore, teams: list[TeamInfo], team: str) -> list[str]:
 
 def _read(
     store: EventStore, team_ids: list[str | None], since: datetime | None, until: datetime | None
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], set[str]]:
     """The usage rows and the message rows of ``team_ids``' records in ``[since, until)``, in
     the order they were stored, without the messages a crashed handling never delivered
-    (``UnsentMessagesEvent``, recorded by a resume). Read newest first, a page at a time."""
+    (``UnsentMessagesEvent``, recorded by a resume), and the asks that were not ok (a
+    ``Notice`` delivered, or stopped or tripped). Read newest first, a page at a time."""
     found: list[tuple[int, bool, dict[str, Any]]] = []
     unsent: set[str] = set()
+    failed: set[str] = set()
     kinds = [*_KINDS, "UnsentMessagesEvent"]
     if since is not None or until is not None:  # recorded after the message, maybe outside the times
         kinds = list(_KINDS)
@@ -192,6 +201,8 @@ def _read(
                     found.append((r.seq, True, _usage_row(r)))
                 elif r.kind == "SentMessage":
                     found.append((r.seq, False, _message_row(r)))
+                elif r.event_type == "AskCancelledEvent" and r.ask_id:
+                    failed.add(r.ask_id)
                 elif r.event_type == "UnsentMessagesEvent":
                     unsent.update(_fields(r.payload, "event").get("message_ids") or ())
             if len(page) < PAGE:
@@ -201,7 +212,9 @@ def _read(
     progress.done(len(found))
     found.sort(key=lambda f: f[0])
     usage_rows = [row for _, usage, row in found if usage]
-    return usage_rows, [row for _, usage, row in found if not usage and row["message_id"] not in unsent]
+    message_rows = [row for _, usage, row in found if not usage and row["message_id"] not in unsent]
+    failed.update(m["ask_id"] for m in message_rows if m["message_class"] == "Notice" and m["ask_id"])
+    return usage_rows, message_rows, failed
 
 
 def _fields(payload: dict[str, Any], name: str) -> dict[str, Any]:
@@ -300,7 +313,11 @@ def _messages_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def _asks_frame(
-    usage: pd.DataFrame, messages: pd.DataFrame, questions: dict[str | None, Any], names: dict[str, str]
+    usage: pd.DataFrame,
+    messages: pd.DataFrame,
+    questions: dict[str | None, Any],
+    names: dict[str, str],
+    failed: set[str],
 ) -> pd.DataFrame:
     import pandas as pd
 
@@ -321,16 +338,18 @@ def _asks_frame(
         grouped = asked.groupby("ask_id", sort=False)
         sums = grouped[["requests", *_TOKENS]].sum(min_count=1)
         sums["cost_usd"] = _sum_cost(asked, ["ask_id"])
-        sums["agents"] = grouped["agent"].nunique()
+        sums["agents"] = grouped["agent"].agg(lambda a: ", ".join(dict.fromkeys(x for x in a if isinstance(x, str))))
         sums["models"] = grouped["model"].agg(lambda m: ", ".join(sorted({str(x) for x in m if isinstance(x, str)})))
         sums["runs"] = grouped["run_id"].nunique()
     asks = asks.merge(sums, how="left", left_on="ask_id", right_index=True)
-    for c in ["requests", "agents", "runs"]:
+    for c in ["requests", "runs"]:
         asks[c] = asks.get(c, pd.Series(dtype="float64")).fillna(0).astype("int64")
     for c in _TOKENS:
         asks[c] = asks.get(c, pd.Series(dtype="float64")).astype("Int64")
     asks["cost_usd"] = asks.get("cost_usd", pd.Series(dtype="float64")).astype("Float64")
-    asks["models"] = asks.get("models", pd.Series(dtype="object")).fillna("")  # "" when no model was asked
+    for c in ["agents", "models"]:  # "" when no model was asked
+        asks[c] = asks.get(c, pd.Series(dtype="object")).fillna("")
+    asks["ok"] = ~asks["ask_id"].isin(list(failed))
     asks = asks.sort_values("first_at", kind="stable").reset_index(drop=True)
     return asks[ASK_COLUMNS]
 

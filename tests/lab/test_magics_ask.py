@@ -176,7 +176,7 @@ def test_usage_by_ask_gives_each_question_with_all_it_cost_and_fits_the_notebook
     assert lines[0].split()[:3] == ["ask", "question", "agents"]
     assert max(len(line) for line in lines) <= 110
     assert frame["ask_id"].iloc[0][:8] in out and frame["ask_id"].iloc[0] not in out
-    assert "Plan the login page, with every fie…" in out and "validated" not in out
+    assert "Plan the login page, with ever…" in out and "validated" not in out
     assert "Short one." in out
     html = frame._repr_html_()
     assert frame["ask_id"].iloc[0][:8] in html and frame["ask_id"].iloc[0] not in html

@@ -14,7 +14,7 @@ from aklab.errors import ConfigError
 from aklab.lab import Lab
 from aklab.lab.frames import REQUEST_COLUMNS
 from aklab.store import SqliteStore, StoreSubscriber, history, new_team_id
-from tests.store.test_contract import sent, usage
+from tests.store.test_contract import HUMAN, MANAGER, sent, usage
 
 QUESTIONS = [["Write a hello function", "Now add a test"], ["Explain the plan"]]
 
@@ -224,3 +224,30 @@ def test_history_reads_a_page_at_a_time_and_says_how_far_it_has_got(
         expected = history(store, team=sessions[0][0], agent="Developer")
     for name in ("asks", "runs", "usage", "messages"):
         pd.testing.assert_frame_equal(getattr(filtered, name), getattr(expected, name))
+
+
+def test_each_ask_names_its_agents_and_is_not_ok_after_a_notice_or_a_stop(tmp_path: Path) -> None:
+    from aklab.agent import Notice
+    from aklab.core import EventMessage, SentMessage
+    from aklab.core._asks import AskCancelledEvent
+
+    team = new_team_id()
+    with SqliteStore(tmp_path / "events.sqlite3") as store:
+        for ask_id in ("fine", "noticed", "stopped"):
+            question = sent(f"question {ask_id}", ask_id)
+            question.message.id = ask_id
+            store.append(question, team)
+            store.append(usage(ask_id), team)
+            store.append(usage(ask_id, agent="@Developer", role="Developer", run_id="r2"), team)
+            store.append(usage(ask_id, run_id="r3"), team)
+        notice = Notice(content="@Developer could not answer", sender=MANAGER, recipient=HUMAN, ask_id="noticed")
+        store.append(SentMessage(sender=MANAGER, recipient=HUMAN, message=notice, ask_id="noticed"), team)
+        store.append(EventMessage(event=AskCancelledEvent(ask_id="stopped", reason="stopped"), ask_id="stopped"), team)
+        h = history(store)
+        developer = history(store, agent="Developer")
+    asks = h.asks.set_index("ask_id")
+    assert list(asks["agents"]) == ["@Manager, @Developer"] * 3  # names, in the order of their first request
+    assert asks["ok"].to_dict() == {"fine": True, "noticed": False, "stopped": False} and asks["ok"].dtype == bool
+    # filtered to one agent: its figures, but the whole ask's ok
+    assert developer.asks.set_index("ask_id")["ok"].to_dict() == asks["ok"].to_dict()
+    assert set(developer.asks["agents"]) == {"@Developer"}

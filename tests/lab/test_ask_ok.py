@@ -1,0 +1,54 @@
+"""An ask's ``ok`` and ``agents``: the same meaning in ``lab.usage(by="ask")``, in
+``AskResult`` and in ``aklab.history().asks``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+import aklab
+from aklab.agent import AgentMessage, Notice
+from aklab.core import EventMessage, SentMessage
+from aklab.core._asks import AskCancelledEvent
+from aklab.lab import Lab
+from aklab.lab.frames import usage_frame
+from aklab.lab.recorder import TeamRecorder
+from aklab.llm import LlmUsageEvent
+
+
+def test_an_ask_the_guard_tripped_is_not_ok_in_the_lab_the_result_and_the_history(tmp_path: Path) -> None:
+    store = tmp_path / "events.sqlite3"
+    with Lab("dev-team", store=store) as lab:
+        fine = lab.ask("Ask the Developer for a haiku about tests.", timeout=10)
+        lab.guard.max_turns = 1  # the Manager's turn, then the Developer's trips the guard
+        tripped = lab.ask("Ask the Developer for another one.", timeout=10)
+        in_lab = lab.usage(by="ask")
+    assert fine.ok and not tripped.ok and tripped.notices
+    assert list(in_lab["ok"]) == [True, False] and in_lab["ok"].dtype == bool
+    assert list(in_lab["agents"]) == ["@Manager, @Developer", "@Manager"]
+    assert list(tripped.usage(by="ask")["ok"]) == [False]
+    stored = aklab.history(store).asks
+    columns = ["ask_id", "agents", "ok"]
+    pd.testing.assert_frame_equal(stored[columns], in_lab[columns])
+
+
+def test_a_notice_or_a_cancellation_makes_an_ask_not_ok_and_nothing_else_does() -> None:
+    recorder = TeamRecorder()
+    for ask in ("fine", "noticed", "stopped"):
+        recorder.on_message(EventMessage(event=LlmUsageEvent(agent="@A", run_id=ask, model="demo", ask_id=ask)))
+        recorder.on_message(SentMessage(message=AgentMessage(content="an answer", ask_id=ask), ask_id=ask))
+    recorder.on_message(SentMessage(message=Notice(content="@A could not answer", ask_id="noticed"), ask_id="noticed"))
+    recorder.on_message(EventMessage(event=AskCancelledEvent(ask_id="stopped", reason="stopped"), ask_id="stopped"))
+    assert recorder.failed_asks == {"noticed", "stopped"}
+    frame = usage_frame(recorder.usage, by="ask", failed_asks=recorder.failed_asks)
+    assert dict(zip(frame["ask_id"], frame["ok"], strict=True)) == {"fine": True, "noticed": False, "stopped": False}
+    unknown = usage_frame(recorder.usage, by="ask")  # the events alone do not say
+    assert unknown["ok"].isna().all()
+
+
+def test_a_stopped_ask_is_not_ok_without_an_event_store_too() -> None:
+    with Lab("dev-team", store=False) as lab:
+        result = lab.ask("What is 2+2?", timeout=10)
+        lab.system.asks.cancel(result.ask_id, "stopped by the human")  # as lab.stop() does, while it runs
+        assert list(lab.usage(by="ask")["ok"]) == [False]
