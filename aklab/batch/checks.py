@@ -48,7 +48,10 @@ class CheckContext:
 
 @dataclass(frozen=True)
 class contains:  # noqa: N801 - reads as a function at the call site: check=contains("42")
-    """1.0 when the answer contains ``text`` (case-insensitive unless ``case=True``), else 0.0."""
+    """1.0 when the answer contains ``text`` (case-insensitive unless ``case=True``), else 0.0.
+
+    Not a word of the question: an answer that quotes its question (the demo model's
+    always do) contains those whatever else it says."""
 
     text: str
     case: bool = False
