@@ -38,7 +38,8 @@ class Scenario:
     ``check(answer) -> bool | float``, or an evaluator object with an ``evaluate(ctx)``
     method (pydantic-evals style; ``ctx`` has ``inputs``, ``output``, ``expected_output``
     and ``metadata``). Without a check, an ``expected`` text makes the score 1.0 when the
-    answer contains it (case-insensitive) and 0.0 otherwise.
+    answer contains it (case-insensitive), not counting where the answer quotes a question
+    whole, and 0.0 otherwise.
     """
 
     id: str

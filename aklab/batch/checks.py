@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Check", "CheckContext", "Evaluator", "contains", "equals", "matches", "score"]
+__all__ = ["Check", "CheckContext", "Evaluator", "contains", "equals", "matches", "score", "without_quotes"]
 
 
 @runtime_checkable
@@ -88,10 +88,21 @@ def score(check: Check | None, answer: str, ctx: CheckContext) -> float | None:
     if check is None:
         if ctx.expected_output is None:
             return None
-        return _number(contains(ctx.expected_output)(answer))
+        return _number(contains(ctx.expected_output)(without_quotes(answer, ctx.inputs)))
     evaluate = getattr(check, "evaluate", None)
     value = evaluate(ctx) if callable(evaluate) else check(answer)  # type: ignore[operator]
     return _number(value)
+
+
+def without_quotes(answer: str, questions: Sequence[str]) -> str:
+    """``answer`` without the places it quotes one of ``questions`` whole (case-insensitive):
+    what ``expected`` is looked for in. An answer often quotes its question ("Here is the
+    plan for 'Plan the login page.'"), and the expected words are often the question's own."""
+    for question in questions:
+        quoted = question.strip().rstrip(".?!")
+        if quoted:
+            answer = re.sub(re.escape(quoted), " ", answer, flags=re.IGNORECASE)
+    return answer
 
 
 def _number(value: Any) -> float:

@@ -197,10 +197,29 @@ def test_bad_arguments_fail_before_anything_starts(options: dict[str, object], w
 
 def test_expected_answers_score_without_a_check() -> None:
     result = batch.run(
-        [Scenario("a", "Plan the login page", expected="login page"), Scenario("b", "Plan X", check=contains("zzz"))],
+        [
+            Scenario("a", "Plan the login page", expected="staging"),  # a step of the demo's plans
+            Scenario("b", "Plan X", check=contains("zzz")),
+            # the demo's answer quotes its question twice, and has no other "login page" in it
+            Scenario("c", "Plan the login page", expected="login page"),
+        ],
         progress=False,
     )
-    assert result.scenarios["score"].tolist() == [1.0, 0.0]
+    assert result.scenarios["score"].tolist() == [1.0, 0.0, 0.0]
+    answer = result.scenarios.set_index("id").loc["c", "answer"]
+    assert answer.count('"Plan the login page"') == 2
+
+
+def test_expected_is_not_found_in_a_quote_of_the_question() -> None:
+    from aklab.batch.checks import CheckContext, score
+
+    def scored(answer: str, expected: str, *questions: str) -> float | None:
+        return score(None, answer, CheckContext(questions, answer, expected))
+
+    assert scored('Here is the plan for "Plan the login page.": ship it.', "login page", "Plan the login page.") == 0.0
+    assert scored("The LOGIN PAGE needs a captcha. (plan the login page)", "login page", "Plan the login page") == 1.0
+    assert scored("Paris.", "paris", "What is the capital of France?") == 1.0
+    assert scored("It is 42", "42", "first turn", "What is 6 times 7?") == 1.0
 
 
 def test_batch_sessions_do_not_stream_and_the_team_given_is_left_as_it_was() -> None:
