@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from aklab.batch._attempt import Job, Key, Outcome
-from aklab.batch._engine import Broken, Engine, Finished, Lost, Note, Started
+from aklab.batch._engine import Broken, Engine, Finished, Lost, Named, Note, Started
 from aklab.batch._result import CANCEL_WAIT, BatchResult
 from aklab.batch._scenario import Scenario, ScenarioLike, normalize
 from aklab.batch.progress import NoProgress, ProgressSink, ProgressState, make_sink
@@ -327,7 +327,7 @@ class _Driver:
         self.concurrency = concurrency
         self.retries = retries
         self.timeout_s = timeout_s
-        self.inbox: queue.SimpleQueue[Started | Finished | Lost | Broken | Note | _Cancel] = queue.SimpleQueue()
+        self.inbox: queue.SimpleQueue[Started | Finished | Lost | Broken | Named | Note | _Cancel] = queue.SimpleQueue()
         self.cancelled = threading.Event()
         self.thread = threading.Thread(target=self._main, name="aklab-batch-driver", daemon=True)
 
@@ -376,6 +376,9 @@ class _Driver:
             if isinstance(message, Note):
                 self.result._note = message.text
                 self._notify()
+                continue
+            if isinstance(message, Named):
+                self.result._worker_named(message.provisional, message.worker)
                 continue
             self._handle(message, pending)
 

@@ -48,13 +48,23 @@ class Broken:
 
 
 @dataclass(frozen=True)
+class Named:
+    """The worker an engine named ``provisional`` when it started attempts there is ``worker``
+    (``host:pid``), as the worker's first outcome says: attempts it never finished (given up
+    on) are counted under that name too."""
+
+    provisional: str
+    worker: str
+
+
+@dataclass(frozen=True)
 class Note:
     """What the engine is busy with before it can run attempts ("starting Ray"); "" when ready."""
 
     text: str
 
 
-Post = Callable[[Started | Finished | Lost | Broken | Note], None]
+Post = Callable[[Started | Finished | Lost | Broken | Named | Note], None]
 
 
 class Engine(ABC):

@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from aklab.batch._attempt import AttemptControl, HostMeter, Job, Key, Outcome, worker_name
-from aklab.batch._engine import Broken, Engine, Finished, Lost, Note, Post, Started
+from aklab.batch._engine import Broken, Engine, Finished, Lost, Named, Note, Post, Started
 from aklab.errors import ConfigError
 from aklab.llm import LlmUsageEvent
 
@@ -169,6 +169,7 @@ class RayEngine(Engine):
         self._post: Post | None = None
         self._actors: list[Any] = []
         self._load: dict[int, set[Key]] = {}
+        self._named: set[int] = set()  # actors whose worker name (host:pid) has been posted
         self._queued: list[Job] = []
         self._ready = False
         self._start_done = False
@@ -268,7 +269,7 @@ class RayEngine(Engine):
         self._threads.append(thread)
         thread.start()
         assert self._post is not None
-        self._post(Started(job.key, f"ray-actor-{id(actor):x}"))
+        self._post(Started(job.key, _provisional(actor)))
 
     def _await(self, actor: Any, key: Key, ref: Any) -> None:
         ray = self.ray
@@ -285,6 +286,11 @@ class RayEngine(Engine):
             return
         with self._lock:
             self._load.get(id(actor), set()).discard(key)
+            named = outcome.worker and id(actor) not in self._named
+            if named:
+                self._named.add(id(actor))
+        if named:  # before the outcome: an attempt started there and given up on counts there too
+            self._post(Named(_provisional(actor), outcome.worker))
         self._post(Finished(outcome))
 
     def _replace(self, actor: Any) -> None:
@@ -360,3 +366,8 @@ class RayEngine(Engine):
 
 def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [""])[0][:200]
+
+
+def _provisional(actor: Any) -> str:
+    """The name an actor's attempts start under, until its first outcome names its process."""
+    return f"ray-actor-{id(actor):x}"

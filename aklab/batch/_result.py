@@ -78,6 +78,7 @@ class BatchResult:
         self._final: list[Outcome | None] = [None] * len(scenarios)
         self._attempts: list[Outcome] = []
         self._running: dict[int, tuple[int, str]] = {}
+        self._aliases: dict[str, str] = {}  # a worker's provisional name -> host:pid (_worker_named)
         self._started = time.monotonic()
         self._elapsed: float | None = None
         self._cancel: Callable[[], None] | None = None
@@ -95,7 +96,17 @@ class BatchResult:
         """An error of the batch machinery itself (not of a scenario), if it broke down."""
 
     # -- live state (the driver writes, anyone reads) ----------------------------------
+    def _worker_named(self, provisional: str, worker: str) -> None:
+        """Attempts started under ``provisional`` ran on ``worker`` (see ``_engine.Named``)."""
+        with self._lock:
+            self._aliases[provisional] = worker
+            self._attempts = [replace(o, worker=worker) if o.worker == provisional else o for o in self._attempts]
+            self._running = {
+                i: (attempt, worker if where == provisional else where) for i, (attempt, where) in self._running.items()
+            }
+
     def _attempt_started(self, index: int, attempt: int, worker: str) -> None:
+        worker = self._aliases.get(worker, worker)
         with self._lock:
             self._running[index] = (attempt, worker)
 

@@ -246,3 +246,23 @@ def test_a_scenario_answered_only_by_a_failure_notice_fails_and_is_retried() -> 
     )
     assert not table.loc["unreachable", "answer"] and pd.isna(table.loc["unreachable", "score"])  # nothing scored
     assert table.loc["s2", "status"] == "ok"
+
+
+def test_an_attempt_given_up_on_before_its_worker_was_named_counts_under_that_worker() -> None:
+    """A Ray attempt starts under its actor's provisional name; the actor's process
+    (host:pid) is known from its first outcome. An attempt given up on before then (a
+    hung one) used to make a worker row of its own: three workers for two actors."""
+    from aklab.batch._attempt import HostMemory, Outcome
+    from aklab.batch._result import BatchResult
+
+    scenarios = normalize(["hangs", "fine", "later"])
+    result = BatchResult(scenarios, [("dev-team", "demo:aklab-demo")] * 3, "ray")
+    result._attempt_started(0, 1, "ray-actor-1")
+    result._attempt_started(1, 1, "ray-actor-1")
+    result._attempt_ended(0, Outcome((0, 1), "timeout", error="abandoned"), final=True)  # given up: no worker
+    result._worker_named("ray-actor-1", "vm:42")  # the actor's first outcome names its process
+    result._attempt_ended(1, Outcome((1, 1), "ok", worker="vm:42", host=HostMemory(100.0, 110.0, 1)), final=True)
+    result._attempt_started(2, 1, "ray-actor-1")  # started under the provisional name after naming
+    result._attempt_ended(2, Outcome((2, 1), "timeout", error="abandoned"), final=True)
+    assert result.workers[["worker", "attempts"]].values.tolist() == [["vm:42", 3]]
+    assert set(result.attempts["worker"]) == {"vm:42"}
