@@ -204,7 +204,7 @@ def _describe(exc: BaseException, timeout: float | None) -> str:
     if said:  # an error object sent with status 200 that names no status
         where = "part-way through its answer" if mid_stream else "instead of an answer"
         return f"the model server sent an error {where} ({said}); ask again"
-    if "IncompleteToolCall" in names:
+    if names & {"IncompleteToolCall", "OutputTokenLimitExceeded"}:  # a tool call, or native JSON, cut off
         return (
             "the answer was cut off at the model's max_tokens limit; raise it "
             "(%aklab model ... --max-tokens N, or ModelConfig(max_tokens=N)) or ask for less"

@@ -68,3 +68,19 @@ def test_a_whole_tool_call_at_the_token_limit_is_still_run(fake_openai: FakeOpen
         assert len(fake_openai.bodies) == 2
     finally:
         agent.close()
+
+
+def test_a_native_mode_reply_cut_at_the_limit_tells_the_human_to_raise_max_tokens(fake_openai: FakeOpenAI) -> None:
+    """Native mode (the provider's JSON schema): a reply cut mid-JSON is pydantic-ai's
+    OutputTokenLimitExceeded, which read as "answered in a form that could not be used"."""
+    from tests.fakeserver import cut_at_max_tokens, json_text
+
+    fake_openai.default = lambda body: cut_at_max_tokens(CUT_REPLY)
+    with solo_lab(fake_openai, output_mode="native", max_tokens=30) as lab:
+        first = lab.ask(QUESTION, timeout=ASK_TIMEOUT)
+        notices = [m.content for m in first.notices]
+        assert any("cut off at the model's max_tokens limit" in n and "--max-tokens" in n for n in notices), notices
+        assert len(fake_openai.bodies) == 1
+        whole = {"messages": [{"recipient": "@Human", "message_type": "response", "message": "fine"}]}
+        fake_openai.default = lambda body: json_text(whole)  # the next ask goes out as usual
+        assert [m.content for m in lab.ask(QUESTION, timeout=ASK_TIMEOUT)] == ["fine"]
