@@ -312,14 +312,14 @@ def check_dashboard(dashboard: Locator, screenshots: Path, *, prefix: str) -> di
     table = shown.locator("table.aklab-usage").first
     expect(table, "the usage panel shows no table").to_be_visible()
     total = shown.locator(".aklab-note", has_text="total:")
-    expect(total).to_contain_text(re.compile(r"total: \d+ requests, \d+ tokens"))
+    expect(total).to_contain_text(re.compile(r"total: [\d,]+ requests, [\d,]+ tokens"))
     dashboard.screenshot(path=str(screenshots / f"{prefix}-dashboard-usage.png"))
 
     rows = {row["agent"]: row for row in table.evaluate(_READ_TABLE)}
     assert {"@Manager", "@Developer"} <= set(rows), f"usage rows by agent: {rows}"
-    match = re.search(r"total: (\d+) requests, (\d+) tokens", total.inner_text())
+    match = re.search(r"total: ([\d,]+) requests, ([\d,]+) tokens", total.inner_text())
     assert match, total.inner_text()
-    requests, tokens = int(match[1]), int(match[2])
+    requests, tokens = (int(group.replace(",", "")) for group in (match[1], match[2]))  # 1,317 tokens
     assert requests >= 3 and tokens > 0, total.inner_text()
     assert sum(int(r["requests"]) for r in rows.values()) == requests, (rows, total.inner_text())
     assert sum(int(r["total_tokens"]) for r in rows.values()) == tokens, (rows, total.inner_text())
