@@ -12,9 +12,9 @@ def counted(n: int, noun: str, plural: str | None = None) -> str:
 
 
 def totals_text(requests: int, tokens: int, unreported: int, cost_usd: float, unpriced: int) -> str:
-    """ "9 requests, 2,940 tokens, $0.0123": an unreported count (``unreported`` requests)
-    makes the tokens a floor, an unpriced request the cost a floor, or unknown when no
-    request is priced; no request at all costs $0."""
+    """Usage in words, such as "9 requests, 2,940 tokens, $0.0123". An unreported count
+    (``unreported`` requests) makes the tokens a floor, an unpriced request the cost a floor,
+    or unknown when no request is priced; no request at all costs $0."""
     tokens_text = f"{tokens:,} tokens" if not unreported else f"at least {tokens:,} tokens ({unreported:,} unreported)"
     if requests and unpriced == requests:
         price = "cost unknown (no price for the model)"

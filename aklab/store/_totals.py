@@ -34,7 +34,7 @@ class TeamTotals:
     """Requests of a model with no price."""
 
     def text(self) -> str:
-        """ "3 asks, 9 requests, 2,940 tokens, $0.0123" (floors and unknowns said as such)."""
+        """In words, such as "3 asks, 9 requests, 2,940 tokens, $0.0123" (floors and unknowns said as such)."""
         asks = counted(self.asks, "ask")
         usage = totals_text(self.requests, self.tokens, self.unreported, self.cost_usd, self.unpriced)
         return f"{asks}, {usage}"
