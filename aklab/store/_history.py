@@ -95,6 +95,16 @@ MESSAGE_COLUMNS = [
     "message_class",
 ]
 _TOKENS = ["input_tokens", "output_tokens", "total_tokens"]
+#: ``asks``' columns that are not strings, with their dtypes (for an empty frame).
+_ASK_DTYPES = {
+    "first_at": "datetime64[us, UTC]",
+    "last_at": "datetime64[us, UTC]",
+    "runs": "int64",
+    "requests": "int64",
+    **dict.fromkeys(_TOKENS, "Int64"),
+    "cost_usd": "Float64",
+    "ok": "bool",
+}
 
 
 @dataclass(frozen=True)
@@ -277,7 +287,7 @@ def _usage_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     frame["ok"] = frame["ok"].astype("bool")
     frame["cost_usd"] = frame["cost_usd"].astype("Float64")
     frame["duration_s"] = frame["duration_s"].astype("float64")
-    frame["started_at"] = pd.to_datetime(frame["started_at"], utc=True)
+    frame["started_at"] = pd.to_datetime(frame["started_at"], utc=True).dt.as_unit("us")
     return frame
 
 
@@ -292,8 +302,8 @@ def _runs_frame(usage: pd.DataFrame) -> pd.DataFrame:
     import pandas as pd
 
     keys = ["team_id", "ask_id", "run_id", "agent", "role", "model"]
-    if usage.empty:
-        return pd.DataFrame(columns=RUN_COLUMNS)
+    if usage.empty:  # typed as when there are rows: .dt, sums and comparisons still work
+        return usage[RUN_COLUMNS].copy()
     grouped = usage.groupby(keys, sort=False, dropna=False)
     out = grouped[["requests", *_TOKENS]].sum(min_count=1)  # all unknown: <NA>, not 0
     out["cost_usd"] = _sum_cost(usage, keys)
@@ -308,7 +318,7 @@ def _messages_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
     frame = pd.DataFrame(rows, columns=MESSAGE_COLUMNS)
     frame["seq"] = frame["seq"].astype("int64")
-    frame["created_at"] = pd.to_datetime(frame["created_at"], utc=True)
+    frame["created_at"] = pd.to_datetime(frame["created_at"], utc=True).dt.as_unit("us")
     return frame
 
 
@@ -326,8 +336,8 @@ def _asks_frame(
         _span(seen, ask_id, team_id, when)
     for ask_id, team_id, when in zip(usage["ask_id"], usage["team_id"], usage["started_at"], strict=True):
         _span(seen, ask_id, team_id, when)
-    if not seen:
-        return pd.DataFrame(columns=ASK_COLUMNS)
+    if not seen:  # typed as when there are rows: .dt, sums and comparisons still work
+        return pd.DataFrame({c: pd.Series(dtype=_ASK_DTYPES.get(c, "str")) for c in ASK_COLUMNS})
     asks = pd.DataFrame(list(seen.values()))
     asks["team"] = asks["team_id"].map(lambda t: names.get(t, ""))
     asks["question"] = asks["ask_id"].map(lambda a: questions.get(a))

@@ -116,6 +116,25 @@ def test_history_filters_by_team_agent_model_and_time(
     assert future.asks.empty and future.messages.empty and list(future.asks.columns) == list(everything.asks.columns)
 
 
+def test_an_empty_history_has_the_dtypes_of_a_full_one(
+    two_sessions: tuple[Path, list[tuple[str, pd.DataFrame, list[str]]]],
+) -> None:
+    """`history(since=...)` that selects nothing gave asks and runs of object columns, so
+    `h.asks.first_at.dt.date` raised "Can only use .dt accessor with datetimelike values"."""
+    path, _ = two_sessions
+    with SqliteStore(path) as store:
+        full = history(store)
+        empty = history(store, since=datetime.now(UTC) + timedelta(days=1))
+    for name in ("asks", "runs", "usage", "messages"):
+        kept, none = getattr(full, name), getattr(empty, name)
+        assert none.empty and list(none.columns) == list(kept.columns)
+        for c in kept.columns:
+            if not pd.api.types.is_string_dtype(kept[c]):  # str or object where empty: both read as text
+                assert none[c].dtype == kept[c].dtype, (name, c)
+    assert list(empty.asks["first_at"].dt.date) == [] and list(empty.runs["started_at"].dt.date) == []
+    assert empty.asks[empty.asks["ok"]].empty
+
+
 def test_an_asks_cost_is_the_sum_of_its_requests_and_unknown_if_any_is_unpriced(tmp_path: Path) -> None:
     team = new_team_id()
     with SqliteStore(tmp_path / "events.sqlite3") as store:
