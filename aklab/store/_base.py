@@ -221,7 +221,10 @@ class EventStore(ABC):
 def matching_teams(teams: list[TeamInfo], team: str, location: str) -> list[TeamInfo]:
     """The stored teams ``team`` names, in ``teams``' order: the one with that id, else those
     whose id starts with it, else those of that name. None raises ``ConfigError`` listing
-    some of ``teams`` (stored in ``location``)."""
+    some of ``teams`` (stored in ``location``), as does an empty ``team``: every id starts
+    with "", and ``forget("")`` must not delete the only team stored."""
+    if not isinstance(team, str) or not team.strip():
+        raise ConfigError(f"team {team!r}: name a stored team by its id, an id prefix or its name")
     found = [t for t in teams if t.team_id == team] or [t for t in teams if t.team_id.startswith(team)]
     found = found or [t for t in teams if t.name == team]
     if not found:

@@ -135,6 +135,25 @@ def test_an_empty_history_has_the_dtypes_of_a_full_one(
     assert empty.asks[empty.asks["ok"]].empty
 
 
+def test_an_empty_team_names_no_team_and_forgets_none(tmp_path: Path) -> None:
+    """Every id starts with "": `aklab.forget("")` deleted the only team stored, and
+    `history(team="")` read every team."""
+    import aklab
+
+    path = tmp_path / "events.sqlite3"
+    with SqliteStore(path) as store:
+        team = new_team_id()
+        store.save_team(team, name="only")
+        store.append(sent("hello", "ask1"), team)
+    for empty in ("", "  "):
+        with pytest.raises(ConfigError, match="name a stored team by its id, an id prefix or its name"):
+            aklab.forget(empty, store=path)
+        with pytest.raises(ConfigError, match="name a stored team"):
+            aklab.history(path, team=empty)
+    with SqliteStore(path) as store:
+        assert [t.team_id for t in store.teams()] == [team] and len(store.records(team)) == 1
+
+
 def test_an_asks_cost_is_the_sum_of_its_requests_and_unknown_if_any_is_unpriced(tmp_path: Path) -> None:
     team = new_team_id()
     with SqliteStore(tmp_path / "events.sqlite3") as store:
