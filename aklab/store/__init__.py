@@ -62,7 +62,7 @@ from aklab.store._base import (
 from aklab.store._codec import class_path, decode, encode
 from aklab.store._history import History, history
 from aklab.store._progress import ReadProgress
-from aklab.store._sqlite import RecoveryReport, SqliteStore, default_store_path
+from aklab.store._sqlite import RecoveryReport, SqliteStore, default_store_path, store_file
 from aklab.store._subscriber import StoreSubscriber
 
 if TYPE_CHECKING:
@@ -93,6 +93,7 @@ __all__ = [
     "no_store_here",
     "open_store",
     "per_folder_hint",
+    "store_file",
     "store_target",
 ]
 
@@ -117,9 +118,23 @@ def open_store(target: str | os.PathLike[str] | None = None, *, create: bool = T
     return SqliteStore(text, verify=verify)
 
 
+#: ``$AKLAB_STORE`` values that switch the store off (as ``aklab.lab.persist.OFF``).
+_OFF = ("off", "none", "false", "0", "")
+
+
 def store_target(target: str | os.PathLike[str] | None = None) -> str:
-    """What ``open_store(target)`` opens: ``target``, else ``$AKLAB_STORE``, else :func:`default_store_path`."""
-    return os.fspath(target if target is not None else os.environ.get(STORE_ENV) or default_store_path())
+    """What ``open_store(target)`` opens: ``target``, else ``$AKLAB_STORE``, else
+    :func:`default_store_path`; a SQLite path as :func:`store_file` resolves it (``~``, a
+    folder). ``$AKLAB_STORE=off`` (with no ``target``) raises ``ConfigError``: the labs of
+    this environment keep nothing, so there is nothing to read or delete."""
+    env = os.environ.get(STORE_ENV)
+    if target is None and env is not None and env.strip().lower() in _OFF:
+        raise ConfigError(
+            f"the event store is off here (${STORE_ENV}={env!r}): labs keep nothing on disk; "
+            f"unset {STORE_ENV}, or pass store= a path or a postgresql:// DSN"
+        )
+    text = os.fspath(target if target is not None else env or default_store_path())
+    return text if is_postgres(text) else os.fspath(store_file(text))
 
 
 def is_postgres(target: str) -> bool:

@@ -59,7 +59,14 @@ from aklab.store._claims import TeamLocks
 from aklab.store._codec import Row
 from aklab.store._queue import QueuedWrites
 
-__all__ = ["DEFAULT_STORE_DIR", "DEFAULT_STORE_FILE", "RecoveryReport", "SqliteStore", "default_store_path"]
+__all__ = [
+    "DEFAULT_STORE_DIR",
+    "DEFAULT_STORE_FILE",
+    "RecoveryReport",
+    "SqliteStore",
+    "default_store_path",
+    "store_file",
+]
 
 log = logging.getLogger("aklab.store")
 
@@ -143,6 +150,17 @@ def default_store_path(cwd: str | os.PathLike[str] | None = None) -> Path:
     return Path(os.getcwd() if cwd is None else cwd) / DEFAULT_STORE_DIR / DEFAULT_STORE_FILE
 
 
+def store_file(path: str | os.PathLike[str]) -> Path:
+    """The SQLite file ``path`` names: ``~`` expanded, and a folder (one that exists, or a path
+    ending in a separator, as ``AKLAB_STORE=~/stores/lab1/``) means its ``events.sqlite3``,
+    never a database file named like the folder."""
+    text = os.fspath(path)
+    resolved = Path(text).expanduser()
+    if resolved.is_dir() or text.endswith(("/", os.sep)):
+        return resolved / DEFAULT_STORE_FILE
+    return resolved
+
+
 def _iso(when: datetime) -> str:
     return when.astimezone(UTC).isoformat(timespec="microseconds")
 
@@ -189,7 +207,7 @@ class SqliteStore(QueuedWrites, EventStore):
         """
         if synchronous not in ("NORMAL", "FULL"):
             raise ConfigError(f"synchronous={synchronous!r}: choose 'NORMAL' (the default) or 'FULL'")
-        self.path = Path(default_store_path() if path is None else path).expanduser().absolute()
+        self.path = store_file(default_store_path() if path is None else path).absolute()
         self.location = f"sqlite:{self.path}"
         self.synchronous = synchronous
         self.read_only: str | None = None
@@ -573,7 +591,7 @@ class SqliteStore(QueuedWrites, EventStore):
         to the file moved aside)."""
         from aklab.store._recover import recover
 
-        return recover(cls, Path(path), force=force)
+        return recover(cls, store_file(path), force=force)
 
 
 @functools.lru_cache(maxsize=64)

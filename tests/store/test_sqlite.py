@@ -76,6 +76,48 @@ def test_the_default_store_is_one_file_in_the_project_folder(tmp_path: Path, mon
         assert isinstance(store, SqliteStore) and store.path.name == "elsewhere.sqlite3"
 
 
+def test_a_store_path_naming_a_folder_or_home_is_the_file_labs_and_readers_share(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`AKLAB_STORE=<folder>/` made a database file named like the folder, an existing
+    folder turned the store off ("Is a directory"), and `AKLAB_STORE=~/...` had labs write
+    under the home folder while aklab.history() looked for a folder named "~"."""
+    import aklab
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    existing = tmp_path / "existing"
+    existing.mkdir()
+    for target, file in [
+        (f"{tmp_path}/new/", tmp_path / "new" / "events.sqlite3"),
+        (str(existing), existing / "events.sqlite3"),
+        ("~/stores/a.sqlite3", tmp_path / "home" / "stores" / "a.sqlite3"),
+        ("~/lab1/", tmp_path / "home" / "lab1" / "events.sqlite3"),
+    ]:
+        monkeypatch.setenv("AKLAB_STORE", target)
+        with Lab("dev-team") as lab:
+            assert lab.store is not None and lab.store.location == f"sqlite:{file}", target
+            ask_demo(lab)
+        assert file.is_file(), target
+        assert len(aklab.history().asks) == 1, target
+
+
+@pytest.mark.parametrize("value", ["off", "OFF", ""])
+def test_readers_say_the_store_is_off_when_aklab_store_turns_it_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    """`AKLAB_STORE=off`: aklab.history() said "no event store at <cwd>/off" (as if it were
+    a path), and an empty value read ./.aklab while labs kept nothing."""
+    import aklab
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("AKLAB_STORE", value)
+    for read in (aklab.history, lambda: aklab.forget("dev-team")):
+        with pytest.raises(ConfigError, match=r"the event store is off here \(\$AKLAB_STORE="):
+            read()
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_synchronous_is_normal_or_full(tmp_path: Path) -> None:
     with SqliteStore(tmp_path / "a.sqlite3", synchronous="FULL") as store:
         assert store._db().execute("PRAGMA synchronous").fetchone()[0] == 2  # type: ignore[attr-defined]
