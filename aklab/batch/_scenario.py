@@ -137,13 +137,22 @@ def _from_mapping(row: Mapping[str, Any], *, default_id: str) -> Scenario:
     turns: Any = data.get("turns")
     if isinstance(turns, str):  # a CSV cell: a JSON list, or one turn
         text = turns.strip()
-        turns = json.loads(text) if text.startswith("[") else [text] if text else None
+        try:
+            turns = json.loads(text) if text.startswith("[") else [text] if text else None
+        except json.JSONDecodeError as exc:
+            raise ConfigError(
+                f"scenario {sid!r}: its turns {_short(text)} are not a JSON list ({exc.msg}, column {exc.colno}); "
+                'write them as ["first turn", "second turn"]'
+            ) from None
     if not turns:
         turns = data.get("question")
     if not turns:
         fields = ", ".join(sorted(k for k, v in data.items() if v not in (None, ""))) or "none"
         raise ConfigError(f"scenario {sid!r}: give a 'question' or 'turns' field (it has: {fields})")
-    metadata = dict(data.get("metadata") or {})
+    given = data.get("metadata") or {}
+    if not isinstance(given, Mapping):
+        raise ConfigError(f"scenario {sid!r}: metadata must be a mapping of names to values, not {_short(given)}")
+    metadata = dict(given)
     metadata.update({k: v for k, v in data.items() if k not in (*_FIELDS, "metadata")})
     expected = data.get("expected")
     return Scenario(
@@ -172,7 +181,7 @@ def load_scenarios(path: str | Path) -> list[Scenario]:
     rows: Any
     try:
         if suffix == ".csv":
-            rows = list(csv.DictReader(text.splitlines()))
+            rows = _csv(text, path.name)
         elif suffix == ".jsonl":
             rows = _jsonl(text)
         elif suffix in (".yaml", ".yml"):
@@ -197,6 +206,32 @@ def load_scenarios(path: str | Path) -> list[Scenario]:
         return normalize(rows)
     except ConfigError as exc:
         raise ConfigError(f"scenario file {path.name!r}: {exc}") from exc
+
+
+def _csv(text: str, name: str) -> list[dict[str, Any]]:
+    """The rows under the header. A row with more cells than the header is refused: its
+    extra cells would be dropped, and the usual cause is a question with an unquoted comma
+    (``Plan the login page, then test it`` kept only ``Plan the login page``)."""
+    reader = csv.DictReader(text.splitlines(), restkey=_EXTRA)
+    rows = []
+    for row in reader:
+        extra = row.pop(_EXTRA, None)
+        if extra:
+            raise ConfigError(
+                f"scenario file {name!r}: line {reader.line_num} has {len(reader.fieldnames or ()) + len(extra)} cells where the header has "
+                f"{len(reader.fieldnames or ())} (extra: {_short(', '.join(map(str, extra)))}); "
+                'put a question that contains a comma in double quotes: "Plan it, then test it"'
+            )
+        rows.append(row)
+    return rows
+
+
+_EXTRA = "\0extra"
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _jsonl(text: str) -> list[Any]:

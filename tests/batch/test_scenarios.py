@@ -93,6 +93,29 @@ def test_unreadable_or_missing_files_say_which_and_why(tmp_path: Path) -> None:
         load_scenarios(odd)
 
 
+def test_a_csv_row_with_more_cells_than_the_header_is_refused_not_cut(tmp_path: Path) -> None:
+    """An unquoted comma in a question put the rest in cells past the header, which were
+    dropped: "Plan the login page, then test it" ran as "Plan the login page"."""
+    path = tmp_path / "evals.csv"
+    path.write_text("id,question,expected\nq1,Plan the search box,steps\nq2,Plan the login page, then test it,steps\n")
+    with pytest.raises(ConfigError, match=r"^scenario file 'evals\.csv': line 3 has 4 cells where the header has 3 "):
+        load_scenarios(path)
+    path.write_text('id,question,expected\nq2,"Plan the login page, then test it",steps\n')
+    assert load_scenarios(path)[0].turns == ("Plan the login page, then test it",)
+
+
+def test_a_malformed_turns_cell_or_metadata_is_a_config_error_naming_the_scenario(tmp_path: Path) -> None:
+    """They raised a bare JSONDecodeError / ValueError, naming neither the file nor the row."""
+    path = tmp_path / "evals.csv"
+    path.write_text('id,turns\nq1,"[""Plan it"", ""Test it"""\n')
+    with pytest.raises(ConfigError, match=r"^scenario file 'evals\.csv': scenario 'q1': its turns .* are not a JSON list"):
+        load_scenarios(path)
+    meta = tmp_path / "evals.yaml"
+    meta.write_text("- id: a\n  question: Plan A\n  metadata: oops\n")
+    with pytest.raises(ConfigError, match=r"^scenario file 'evals\.yaml': scenario 'a': metadata must be a mapping"):
+        load_scenarios(meta)
+
+
 def test_checks_score_answers_as_floats() -> None:
     ctx = CheckContext(("q",), "The answer is 42.", expected_output="42", metadata={})
     assert score(None, ctx.output, ctx) == 1.0  # expected alone: contains
