@@ -174,7 +174,10 @@ class PostgresStore(QueuedWrites, EventStore):
                 dsn, autocommit=True, connect_timeout=max(1, round(connect_timeout)), **named
             )
         except psycopg.Error as exc:
-            raise StoreError(f"event store {self.location}: cannot connect: {redact(str(exc)).strip()}") from exc
+            # libpq's hint comes on a line of its own ("\n\tIs the server running ..."): one line,
+            # for lab.status() and the magics' one-line errors
+            said = " ".join(redact(str(exc)).split())
+            raise StoreError(f"event store {self.location}: cannot connect: {said}") from exc
         from psycopg.types.json import set_json_loads
         from pydantic_core import from_json
 
