@@ -305,6 +305,7 @@ class BatchResult:
             mine = spent[(spent["team"] == team) & (spent["model"] == model)]
             status = group["status"]
             costs = mine["cost_usd"]
+            ran = group["wall_s"][group["attempt"] > 0]  # not the 0 s of one cancelled before it started
             rows.append(
                 {
                     "team": team,
@@ -318,8 +319,10 @@ class BatchResult:
                     "attempts": len(mine),
                     "requests": int(mine["requests"].sum()),
                     "tokens": int(mine["tokens"].fillna(0).sum()),
-                    "cost_usd": None if costs.isna().all() else float(costs.fillna(0).sum()),
-                    "mean_wall_s": float(group["wall_s"].mean()) if group["wall_s"].notna().any() else None,
+                    # an attempt of unknown cost (a request cut off in flight) makes the total
+                    # unknown, as an ask's in history(): never under-counted
+                    "cost_usd": None if costs.isna().any() else float(costs.sum()),
+                    "mean_wall_s": float(ran.mean()) if ran.notna().any() else None,
                 }
             )
         frame = pd.DataFrame(rows, columns=[*keys, *SUMMARY_COLUMNS])

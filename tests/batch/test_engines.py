@@ -266,3 +266,37 @@ def test_an_attempt_given_up_on_before_its_worker_was_named_counts_under_that_wo
     result._attempt_ended(2, Outcome((2, 1), "timeout", error="abandoned"), final=True)
     assert result.workers[["worker", "attempts"]].values.tolist() == [["vm:42", 3]]
     assert set(result.attempts["worker"]) == {"vm:42"}
+
+
+def test_the_summary_neither_under_counts_cost_nor_averages_in_scenarios_that_never_ran() -> None:
+    """A cancelled batch: the summary summed only the attempts whose cost was known (one cut
+    off in flight has <NA>), and its mean_wall_s counted the 0 s of every scenario cancelled
+    before it started (0.28 s where the sessions that ran took 1.66 s)."""
+    scenarios = pd.DataFrame(
+        {
+            "id": ["a", "b", "c", "d"],
+            "team": "dev-team",
+            "model": "openai:gpt-4.1-mini",
+            "status": ["ok", "ok", "cancelled", "cancelled"],
+            "score": pd.array([None] * 4, dtype="Float64"),
+            "attempt": [1, 1, 1, 0],
+            "wall_s": [2.0, 4.0, 0.5, 0.0],
+        }
+    )
+    attempts = pd.DataFrame(
+        {
+            "id": ["a", "b", "c"],
+            "requests": [3, 3, 1],
+            "tokens": pd.array([100, 100, None], dtype="Int64"),
+            "cost_usd": pd.array([0.01, 0.01, None], dtype="Float64"),
+        }
+    )
+
+    class Frames(batch.BatchResult):
+        scenarios = property(lambda self: scenarios)  # type: ignore[assignment]
+        attempts = property(lambda self: attempts)  # type: ignore[assignment]
+
+    (row,) = Frames.__new__(Frames).summary().to_dict("records")
+    assert pd.isna(row["cost_usd"])  # unknown, not 0.02
+    assert row["mean_wall_s"] == pytest.approx((2.0 + 4.0 + 0.5) / 3)
+    assert row["tokens"] == 200 and row["attempts"] == 3 and row["cancelled"] == 2
