@@ -217,9 +217,10 @@ def _csv(text: str, name: str) -> list[dict[str, Any]]:
     for row in reader:
         extra = row.pop(_EXTRA, None)
         if extra:
+            header = len(reader.fieldnames or ())
             raise ConfigError(
-                f"scenario file {name!r}: line {reader.line_num} has {len(reader.fieldnames or ()) + len(extra)} cells where the header has "
-                f"{len(reader.fieldnames or ())} (extra: {_short(', '.join(map(str, extra)))}); "
+                f"scenario file {name!r}: line {reader.line_num} has {header + len(extra)} cells where the header has "
+                f"{header} (extra: {_short(', '.join(map(str, extra)))}); "
                 'put a question that contains a comma in double quotes: "Plan it, then test it"'
             )
         rows.append(row)

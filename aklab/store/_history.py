@@ -299,8 +299,6 @@ def _sum_cost(frame: pd.DataFrame, keys: list[str]) -> pd.Series:
 
 
 def _runs_frame(usage: pd.DataFrame) -> pd.DataFrame:
-    import pandas as pd
-
     keys = ["team_id", "ask_id", "run_id", "agent", "role", "model"]
     if usage.empty:  # typed as when there are rows: .dt, sums and comparisons still work
         return usage[RUN_COLUMNS].copy()

@@ -108,7 +108,8 @@ def test_a_malformed_turns_cell_or_metadata_is_a_config_error_naming_the_scenari
     """They raised a bare JSONDecodeError / ValueError, naming neither the file nor the row."""
     path = tmp_path / "evals.csv"
     path.write_text('id,turns\nq1,"[""Plan it"", ""Test it"""\n')
-    with pytest.raises(ConfigError, match=r"^scenario file 'evals\.csv': scenario 'q1': its turns .* are not a JSON list"):
+    not_json = r"^scenario file 'evals\.csv': scenario 'q1': its turns .* are not a JSON list"
+    with pytest.raises(ConfigError, match=not_json):
         load_scenarios(path)
     meta = tmp_path / "evals.yaml"
     meta.write_text("- id: a\n  question: Plan A\n  metadata: oops\n")
