@@ -136,7 +136,9 @@ def history(
     id prefix such as the 8 characters ``%aklab teams`` shows, or its name: every team of
     that name), optionally only ``agent``'s (``@Name`` or ``Name``), only ``model``'s, and
     only what was recorded in ``[since, until)``. A ``team`` that names no stored team
-    raises ``ConfigError`` listing some."""
+    raises ``ConfigError`` listing some. An ``agent`` written in another case ("manager"), or
+    a ``model`` without its provider ("gpt-4.1" for "openai:gpt-4.1"), is the one recorded
+    when exactly one recorded name matches it so."""
     since_utc = to_utc(since) if since is not None else None
     until_utc = to_utc(until) if until is not None else None
     teams = store.teams()
@@ -146,7 +148,12 @@ def history(
         team_ids = [*_team_ids(store, teams, team)]
     usage_rows, message_rows, failed = _read(store, team_ids, since_utc, until_utc)
     every_message = message_rows
-    who = None if agent is None else (agent if agent.startswith("@") else f"@{agent}")
+    who = (
+        None
+        if agent is None
+        else _named(agent if agent.startswith("@") else f"@{agent}", _agents(usage_rows, message_rows))
+    )
+    model = None if model is None else _named(model, {u["model"] for u in usage_rows}, suffix=True)
     usage_rows = [
         u for u in usage_rows if (who is None or u["agent"] == who) and (model is None or u["model"] == model)
     ]
@@ -163,6 +170,25 @@ def history(
     runs = _runs_frame(usage)
     asks = _asks_frame(usage, messages, questions, names, failed)
     return History(asks=asks, runs=runs, usage=usage, messages=messages)
+
+
+def _agents(usage_rows: list[dict[str, Any]], message_rows: list[dict[str, Any]]) -> set[str]:
+    found = {u["agent"] for u in usage_rows}
+    for m in message_rows:
+        found.update((m["sender"], m["recipient"]))
+    return {a for a in found if isinstance(a, str)}
+
+
+def _named(wanted: str, recorded: set[str], *, suffix: bool = False) -> str:
+    """``wanted`` if it was recorded; else the one recorded name it matches but for case (or,
+    with ``suffix``, the one ``provider:wanted``); else ``wanted`` (which then matches nothing)."""
+    if wanted in recorded:
+        return wanted
+    folded = wanted.casefold()
+    found = {r for r in recorded if r.casefold() == folded}
+    if not found and suffix and ":" not in wanted:
+        found = {r for r in recorded if r.split(":", 1)[-1].casefold() == folded}
+    return found.pop() if len(found) == 1 else wanted
 
 
 #: Records read per query. Each page becomes frame rows before the next is read, so a large

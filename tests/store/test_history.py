@@ -101,6 +101,8 @@ def test_history_filters_by_team_agent_model_and_time(
             history(store, team="no-such-team")
         model = everything.usage["model"].iloc[0]
         one_model = history(store, model=model)
+        slips = history(store, agent="developer"), history(store, agent="@DEVELOPER")  # another case
+        bare_model = history(store, model=model.split(":", 1)[1].upper())  # "AKLAB-DEMO" for demo:aklab-demo
     assert set(by_team.asks["team_id"]) == {first_team} and len(by_team.asks) == 2
     assert by_prefix.asks.equals(by_team.asks)
     assert len(by_name.asks) == 3
@@ -111,6 +113,9 @@ def test_history_filters_by_team_agent_model_and_time(
     pairs = zip(developer.messages["sender"], developer.messages["recipient"], strict=True)
     assert all("@Developer" in pair for pair in pairs)
     assert len(one_model.usage) == len(everything.usage[everything.usage["model"] == model]) > 0
+    for slip in slips:
+        pd.testing.assert_frame_equal(slip.usage, developer.usage)
+    pd.testing.assert_frame_equal(bare_model.usage, one_model.usage)
     for empty in (no_model, future, past):
         assert empty.usage.empty and empty.runs.empty
     assert future.asks.empty and future.messages.empty and list(future.asks.columns) == list(everything.asks.columns)
