@@ -28,6 +28,7 @@ from aklab.core._asks import AskCancelledEvent
 from aklab.core._recent import Recent
 from aklab.lab._usage_rows import UsageRows
 from aklab.llm import LlmUsageEvent
+from aklab.tools import CommandsAnnouncedEvent
 
 __all__ = ["TeamRecorder"]
 
@@ -51,6 +52,8 @@ class TeamRecorder(EventSubscriber):
         self.listeners: list[Callable[[Message], Any]] = []
         self.busy: set[str] = set()
         self.busy_changed = threading.Condition()
+        self.commands: dict[str, frozenset[str]] = {}
+        """Each agent's ``/commands``, as it announced them when it started."""
 
     def on_message(self, message: Message) -> None:
         if isinstance(message, SentMessage):
@@ -66,6 +69,8 @@ class TeamRecorder(EventSubscriber):
                 self.failed_asks.add(event.ask_id)
             elif isinstance(event, ContextUpdateEvent):
                 self.context_updates.append(event)
+            elif isinstance(event, CommandsAnnouncedEvent):
+                self.commands[event.agent] = frozenset(c.name for c in event.commands)
             elif isinstance(event, AgentBusyEvent):
                 with self.busy_changed:
                     if event.busy:

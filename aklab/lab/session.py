@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import logging
 import math
 from collections.abc import Iterable
@@ -336,6 +337,7 @@ class Lab:
         target = self.member(to) if to else self.entry
         if target.is_user_proxy:
             raise ConfigError(f"{target.name} is you: ask an agent (members: {self._agent_names()})")
+        self._check_command(text, target.name)
         if not target.is_alive():
             raise ActorGoneError(
                 f"{target.name} is not running (see lab.errors()); start the team again with Lab(...) "
@@ -355,6 +357,24 @@ class Lab:
         else:
             system.proxy_tell(self.human, HumanProxy).send(target, message)
         return start, message.id
+
+    def _check_command(self, text: str, agent: str) -> None:
+        """A ``/word`` close to one of ``agent``'s commands but none of them is a typo: say so
+        here, rather than let the agent send it to its model as text (which answers it at
+        length, or goes on with an earlier question). Any other ``/text`` goes as it is."""
+        if not text.startswith("/"):
+            return
+        known = self.recorder.commands.get(agent)
+        head = text[1:].split(maxsplit=1)
+        name = head[0] if head else ""
+        if not known or not name or name in known or name in ("help", "?"):
+            return
+        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.75)
+        if close:
+            raise ConfigError(
+                f"{agent} has no command /{name}: did you mean /{close[0]}? "
+                f"(/help sent to {agent} lists its commands)"
+            )
 
     def _agent_names(self) -> str:
         return ", ".join(a.name for a in self.team() if not a.is_user_proxy) or "none"

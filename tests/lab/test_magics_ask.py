@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from aklab.errors import AklabError, RoutingError
+from aklab.errors import AklabError, ConfigError, RoutingError
 from aklab.lab import get_lab, set_lab
 from aklab.lab._settings import settings
 from aklab.lab.magics import UsageError, parse_ask_line
@@ -122,6 +122,26 @@ def test_errors_fail_the_cell_and_show_one_line(shell: InteractiveShell, capsys:
         assert isinstance(result.error_in_exec, kind), source
         assert out.startswith("aklab: ") and "Traceback" not in out, (source, out)
     _, out = run(shell, capsys, "%ask Still working?")  # the team still answers
+    assert "@Manager (response)" in out
+
+
+def test_a_mistyped_command_fails_the_cell_naming_the_command_and_is_not_sent(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """"/hire_membr QA" went to the model as text: SmolLM2 answered it with an essay.
+    A word close to one of the agent's commands is a typo; other "/text" still goes."""
+    before = len(get_lab().transcript())
+    result = shell.run_cell("%ask /hire_membr QA")
+    out = capsys.readouterr().out
+    assert isinstance(result.error_in_exec, ConfigError)
+    assert out == (
+        "aklab: @Manager has no command /hire_membr: did you mean /hire_member? "
+        "(/help sent to @Manager lists its commands)\n"
+    )
+    assert len(get_lab().transcript()) == before  # nothing was sent
+    _, out = run(shell, capsys, "%ask /hire_member QA")  # the command itself still runs
+    assert "@QA (QA)" in out
+    _, out = run(shell, capsys, "%ask /usr/bin/env is where?")  # no command's near miss: to the model
     assert "@Manager (response)" in out
 
 
