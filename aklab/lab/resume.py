@@ -129,6 +129,9 @@ class StoredTeam:
     another pydantic-ai version, say; the ids of their records): paid for, their usage unknown;
     the handling asks again. The resume records them (``UnreadableAnswersEvent``); a later
     resume leaves them out."""
+    failed_asks: set[str] = field(default_factory=set)
+    """The asks that were not ok (stopped, tripped, or a ``Notice`` reached the human), so
+    that ``lab.usage(by="ask")`` says so after the resume as it did before."""
 
     @property
     def replayed(self) -> int:
@@ -243,7 +246,7 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
     """Fold the stored records of ``team`` (an id, an id prefix or a name; None: the latest,
     chosen as :func:`pick_team` says with ``skip_running``). Raises ``TeamInUseError`` for a
     team a lab runs now (before reading it)."""
-    from aklab.agent import AgentMessage
+    from aklab.agent import AgentMessage, Notice
     from aklab.agent.events import ModelResponseEvent, UnansweredRequestsEvent, UnreadableAnswersEvent
     from aklab.core import (
         EventMessage,
@@ -422,6 +425,7 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
         unanswered,
         unanswered_usage,
         unreadable,
+        failed_asks=cancelled | {m.ask_id for m in replies if isinstance(m, Notice) and m.ask_id is not None},
     )
 
 
@@ -623,6 +627,7 @@ def restore_team(lab: Lab, stored: StoredTeam) -> None:
         lab.inbox.append(reply)
     for event in stored.usage:  # lab.usage() totals the team, the requests before the restart too
         lab.recorder.usage.append(event)
+    lab.recorder.failed_asks.update(stored.failed_asks)
     started = [lab.human]
     live: dict[str, ActorAddress] = {}
     agents = [m for m in stored.members if not m.is_user_proxy]

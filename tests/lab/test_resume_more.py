@@ -383,3 +383,26 @@ def test_usage_by_ask_after_a_resume_names_the_questions_asked_before_it(tmp_pat
         frame = again.usage(by="ask")
     questions = dict(zip(frame["ask_id"], frame["question"], strict=True))
     assert questions == {first.ask_id: "What is 2+2?", second.ask_id: "What is 3+3?"}
+
+
+def test_usage_by_ask_after_a_resume_still_says_which_asks_were_not_ok(tmp_path: Path) -> None:
+    """A stopped ask read ok=False in %usage --by ask until the kernel restarted, then True."""
+    path = tmp_path / "events.sqlite3"
+    blocked, entered, release = _blocking_model()
+    spec = _relay(blocked)
+    with Lab(spec, store=path) as lab:
+        lab.send("What is the answer?")
+        stopped = lab.last_ask_id
+        try:
+            assert entered.wait(WAIT)
+            lab.stop()
+        finally:
+            release.set()
+        assert lab.wait(WAIT)
+        answered = lab.ask("And now?", timeout=WAIT).ask_id
+        frame = lab.usage(by="ask")
+        before = dict(zip(frame["ask_id"], frame["ok"], strict=True))
+    assert before == {stopped: False, answered: True}
+    with Lab.resume(store=path, spec=spec) as again:
+        frame = again.usage(by="ask")
+        assert dict(zip(frame["ask_id"], frame["ok"], strict=True)) == before
