@@ -13,9 +13,15 @@ def counted(n: int, noun: str, plural: str | None = None) -> str:
 
 def totals_text(requests: int, tokens: int, unreported: int, cost_usd: float, unpriced: int) -> str:
     """Usage in words, such as "9 requests, 2,940 tokens, $0.0123". An unreported count
-    (``unreported`` requests) makes the tokens a floor, an unpriced request the cost a floor,
-    or unknown when no request is priced; no request at all costs $0."""
-    tokens_text = f"{tokens:,} tokens" if not unreported else f"at least {tokens:,} tokens ({unreported:,} unreported)"
+    (``unreported`` requests) makes the tokens a floor (unknown when no request reported
+    any), an unpriced request the cost a floor, or unknown when no request is priced; no
+    request at all costs $0."""
+    if not unreported:
+        tokens_text = f"{tokens:,} tokens"
+    elif tokens:
+        tokens_text = f"at least {tokens:,} tokens ({unreported:,} unreported)"
+    else:  # "at least 0 tokens" says nothing: no request reported any
+        tokens_text = f"tokens unknown ({unreported:,} unreported)"
     if requests and unpriced == requests:
         price = "cost unknown (no price for the model)"
     elif unpriced:
