@@ -360,6 +360,8 @@ class AklabMagics(Magics):
         """Stop the team: every ask in progress ends, queued asks are withdrawn.
 
         Usage:
+          %stop [@Agent]
+
           %stop            interrupt every run and withdraw the asks not started yet
           %stop @Agent     cancel only @Agent's current run (its ask goes on); if it has
                            none in flight, says so and sends nothing

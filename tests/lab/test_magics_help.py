@@ -54,6 +54,7 @@ def test_aklab_help_lists_every_magic_with_examples(
     for magic in ["%aklab", "%%ask / %ask", "%stop", "%usage", "%team", "%transcript", "%context"]:
         assert f"\n  {magic} " in out
     assert "Examples:" in out and "%config Aklab.default_model" in out
+    assert "\n  %stop          " in out and "   %stop [@Agent]\n" in out  # not only "%stop" with no agent
     assert "%aklab team|model|dashboard|list|teams|resume|forget|recover|batch ..." in out  # not status alone
     assert out_of(shell, capsys, "%aklab --help").startswith("Start, switch and inspect the lab.\n\nUsage:")
 
