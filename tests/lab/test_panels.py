@@ -298,6 +298,18 @@ def test_context_updates_mark_what_changed_since_the_same_agents_previous_block(
     assert repr(panel) == "<ContextPanel: 4 updates from 2 agents>"
 
 
+def test_the_usage_panels_text_writes_counts_as_the_total_line_does() -> None:
+    """"1,317 tokens" in the total line and "1,317 requests", not "1317 requests", in its repr."""
+    panel = UsagePanel(every=1)
+    try:
+        event = LlmUsageEvent(agent="@A", role="A", run_id="r", model="m", requests=1317, input_tokens=1317)
+        panel.hub.feed(EventMessage(event=event))
+        assert repr(panel) == "<UsagePanel: 1,317 requests by 1 agent>"
+        assert "total: 1,317 requests, 1,317 tokens" in panel.html.value
+    finally:
+        panel.close()
+
+
 def test_diff_lines_marks_additions_and_removals_in_order() -> None:
     assert diff_lines(None, ["a"]) == ((" ", "a"),)
     assert diff_lines(["a", "b", "c"], ["a", "x", "c", "d"]) == (

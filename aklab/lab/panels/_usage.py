@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from aklab._text import counted
 from aklab.core import EventMessage, Message
 from aklab.lab.frames import usage_frame
 from aklab.lab.panels._html import note, table
@@ -109,7 +110,7 @@ class UsageModel(PanelModel[UsageView]):
     def _summary(self) -> str:
         requests = sum(e.requests for e in self._events)
         agents = len({e.agent for e in self._events})
-        return f"{requests} request{'s' if requests != 1 else ''} by {agents} agent{'s' if agents != 1 else ''}"
+        return f"{counted(requests, 'request')} by {counted(agents, 'agent')}"
 
 
 class UsagePanel(Panel[UsageView]):
