@@ -372,8 +372,7 @@ class Lab:
         close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.75)
         if close:
             raise ConfigError(
-                f"{agent} has no command /{name}: did you mean /{close[0]}? "
-                f"(/help sent to {agent} lists its commands)"
+                f"{agent} has no command /{name}: did you mean /{close[0]}? (/help sent to {agent} lists its commands)"
             )
 
     def _agent_names(self) -> str:

@@ -128,7 +128,7 @@ def test_errors_fail_the_cell_and_show_one_line(shell: InteractiveShell, capsys:
 def test_a_mistyped_command_fails_the_cell_naming_the_command_and_is_not_sent(
     shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """"/hire_membr QA" went to the model as text: SmolLM2 answered it with an essay.
+    """ "/hire_membr QA" went to the model as text: SmolLM2 answered it with an essay.
     A word close to one of the agent's commands is a typo; other "/text" still goes."""
     before = len(get_lab().transcript())
     result = shell.run_cell("%ask /hire_membr QA")

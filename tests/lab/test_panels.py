@@ -299,7 +299,7 @@ def test_context_updates_mark_what_changed_since_the_same_agents_previous_block(
 
 
 def test_the_usage_panels_text_writes_counts_as_the_total_line_does() -> None:
-    """"1,317 tokens" in the total line and "1,317 requests", not "1317 requests", in its repr."""
+    """ "1,317 tokens" in the total line and "1,317 requests", not "1317 requests", in its repr."""
     panel = UsagePanel(every=1)
     try:
         event = LlmUsageEvent(agent="@A", role="A", run_id="r", model="m", requests=1317, input_tokens=1317)
