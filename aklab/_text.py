@@ -19,13 +19,13 @@ def totals_text(requests: int, tokens: int, unreported: int, cost_usd: float, un
     if not unreported:
         tokens_text = f"{tokens:,} tokens"
     elif tokens:
-        tokens_text = f"at least {tokens:,} tokens ({unreported:,} unreported)"
+        tokens_text = f"at least {tokens:,} tokens ({counted(unreported, 'request')} unreported)"
     else:  # "at least 0 tokens" says nothing: no request reported any
-        tokens_text = f"tokens unknown ({unreported:,} unreported)"
+        tokens_text = f"tokens unknown ({counted(unreported, 'request')} unreported)"
     if requests and unpriced == requests:
         price = "cost unknown (no price for the model)"
     elif unpriced:
-        price = f"at least ${cost_usd:.4f} ({unpriced:,} unpriced)"
+        price = f"at least ${cost_usd:.4f} ({counted(unpriced, 'request')} unpriced)"
     else:
         price = f"${cost_usd:.4f}"
     return f"{counted(requests, 'request')}, {tokens_text}, {price}"

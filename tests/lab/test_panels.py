@@ -330,7 +330,7 @@ def test_usage_refreshes_every_n_records_or_on_flush() -> None:
         assert repr(panel) == "<UsagePanel: 2 requests by 2 agents>"
         panel.hub.feed(usage("@A", "r1", cost=0.25))
         html = panel.html.value
-        assert "total: 3 requests, 30 tokens, at least $0.7500 (1 unpriced)" in html
+        assert "total: 3 requests, 30 tokens, at least $0.7500 (1 request unpriced)" in html
         assert "$0.7500" in html and "—" in html and "@B&lt;i&gt;" in html
         panel.hub.feed(usage("@A", "r3", cost=0.25))
         assert "total: 3 requests" in panel.html.value
@@ -504,5 +504,5 @@ def test_the_usage_total_is_honest_about_unknown_counts_and_prices() -> None:
     )
     cut = usage("@A", "r2", cost=None).event.model_copy(update={"input_tokens": None, "output_tokens": None})
     assert totals_line([usage("@A", "r1", cost=0.25).event, cut]) == (
-        "2 requests, at least 10 tokens (1 unreported), at least $0.2500 (1 unpriced)"
+        "2 requests, at least 10 tokens (1 request unreported), at least $0.2500 (1 request unpriced)"
     )

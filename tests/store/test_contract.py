@@ -426,7 +426,7 @@ def test_team_totals_count_asks_and_say_what_is_unknown(store: EventStore) -> No
     store.append(usage(None, input_tokens=5, output_tokens=5, cost_usd=0.5, requests=2), other)
     totals = team_totals(store, [team, other, empty])
     assert totals[team].text() == (
-        "1 ask, 2 requests, at least 120 tokens (1 unreported), at least $0.2500 (1 unpriced)"
+        "1 ask, 2 requests, at least 120 tokens (1 request unreported), at least $0.2500 (1 request unpriced)"
     )
     assert totals[other].text() == "0 asks, 2 requests, 10 tokens, $0.5000"
     assert totals[empty].text() == "0 asks, 0 requests, 0 tokens, $0.0000"
