@@ -336,7 +336,7 @@ class ReactAgent:
             if streamer is not None:
                 streamer.abort()
             self._report(tap.take(), run_id, started)
-            line = "[interrupted]" if isinstance(exc, RunCancelledError) else f"[failed: {self.describe(exc)}]"
+            line = INTERRUPTED if isinstance(exc, RunCancelledError) else f"[failed: {self.describe(exc)}]"
             self.messages = collapse_failed_run(history, captured[before:], line)
             self._collapsed = len(self.messages) - len(history)
             raise
@@ -739,6 +739,11 @@ class _ToolGuard(AbstractCapability[Any]):
             raise ModelRetry(redact(_one_line(f"tool {call.tool_name} failed: {type(exc).__name__}: {text}"))) from exc
         return _sendable(result)
 
+
+#: What a stopped run leaves in the history as its answer: that it was stopped, and that it
+#: is not to be taken up again unasked (a small model otherwise goes on with a stopped
+#: question when the next message says little).
+INTERRUPTED = "[interrupted: stopped before it was answered; take it up again only if asked to]"
 
 _TOOL_GUARD = _ToolGuard()
 _CUT_STOP = StopAtCutToolCall()

@@ -16,7 +16,7 @@ from pydantic_ai.usage import RequestUsage
 from aklab.agent import Request, StructuredOutput
 from aklab.llm import LlmUsageEvent, ModelConfig
 from aklab.llm.failures import CONTEXT_FULL, RunCancelledError, describe_failure
-from aklab.llm.react import ReactAgent
+from aklab.llm.react import INTERRUPTED, ReactAgent
 
 
 def to_human(text: str) -> StructuredOutput:
@@ -164,6 +164,6 @@ def test_interrupt_abandons_the_request_in_flight() -> None:
     assert done.wait(0.5), "the run did not stop within 0.5 s"
     worker.join()
     assert isinstance(errors[0], RunCancelledError)
-    assert agent.messages[-1].parts[0].content == "[interrupted]"  # type: ignore[union-attr]
+    assert agent.messages[-1].parts[0].content == INTERRUPTED  # type: ignore[union-attr]
     assert not agent.interrupt()  # nothing in flight any more
     assert [e.ok for e in events] == [False]
