@@ -4,21 +4,19 @@ pydantic-ai answers a tool call whose arguments do not parse with a retry prompt
 once the retries are spent does it say the call was cut (``IncompleteToolCall``). When the
 call was cut because the response reached ``max_tokens`` (finish reason "length"), each
 retry is sent with the same limit and is likely cut again: up to four requests' tokens for
-nothing. So the first such response ends the run with that error, which the human reads as
+nothing. So the first such response ends the run with that error (raised by the run's
+request tap, ``aklab.llm.react``, right after it records the request), which the human reads as
 "raise --max-tokens" (``aklab.llm.failures``). Nothing retries with a bigger limit.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from pydantic_ai import RunContext
-from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import IncompleteToolCall
 from pydantic_ai.messages import ModelResponse, ToolCallPart
 
-__all__ = ["StopAtCutToolCall", "cut_tool_call"]
+__all__ = ["cut_tool_call", "incomplete"]
 
 
 def cut_tool_call(response: ModelResponse) -> ToolCallPart | None:
@@ -36,18 +34,13 @@ def cut_tool_call(response: ModelResponse) -> ToolCallPart | None:
     return None
 
 
-@dataclass
-class StopAtCutToolCall(AbstractCapability[Any]):
-    """Raise ``IncompleteToolCall`` for a response whose last tool call was cut off, instead of
-    letting the run ask again with the same limit."""
-
-    async def after_model_request(self, ctx: RunContext[Any], *, request_context: Any, response: Any) -> Any:
-        call = cut_tool_call(response)
-        if call is None:
-            return response
-        settings = getattr(request_context, "model_settings", None) or {}
-        limit = settings.get("max_tokens") or "provider default"
-        raise IncompleteToolCall(
-            f"Model token limit ({limit}) exceeded while generating a call of {call.tool_name}, "
-            "resulting in incomplete arguments"
-        )
+def incomplete(call: ToolCallPart, request_context: Any) -> IncompleteToolCall:
+    """The error that ends a run whose response cut ``call`` off (``cut_tool_call``), raised by
+    the run's request tap once the request is recorded (rather than by a capability of its
+    own: one hook fewer on every request)."""
+    settings = getattr(request_context, "model_settings", None) or {}
+    limit = settings.get("max_tokens") or "provider default"
+    return IncompleteToolCall(
+        f"Model token limit ({limit}) exceeded while generating a call of {call.tool_name}, "
+        "resulting in incomplete arguments"
+    )

@@ -65,7 +65,7 @@ from pydantic_ai.usage import UsageLimits
 from aklab.errors import AklabError
 from aklab.llm._loop import agent_loop
 from aklab.llm.config import RECENT_RUNS, CompactionConfig, ModelConfig, RuntimeConfig
-from aklab.llm.cut_off import StopAtCutToolCall
+from aklab.llm.cut_off import cut_tool_call, incomplete
 from aklab.llm.failures import RunCancelledError, describe_failure, is_context_overflow, is_cut_response
 from aklab.llm.history import (
     RunLine,
@@ -197,9 +197,9 @@ class ReactAgent:
             deps_type=object,
             tools=list(tools),
             toolsets=list(toolsets) or None,
-            # The tool guard, the cut-call stop and the request tap go in once: capabilities
-            # given per run are combined and sorted by pydantic-ai on every run (~10% of a run's CPU).
-            capabilities=[*capabilities, *self._wire(split_state), _TOOL_GUARD, _CUT_STOP, self._tap],
+            # The tool guard and the request tap go in once: capabilities given per run
+            # are combined and sorted by pydantic-ai on every run (~10% of a run's CPU).
+            capabilities=[*capabilities, *self._wire(split_state), _TOOL_GUARD, self._tap],
             retries=AgentRetries(tools=runtime.retries, output=self._output_retries),
             end_strategy=runtime.end_strategy,
             model_settings=dict(self._resolved.settings) or None,  # type: ignore[arg-type]
@@ -696,6 +696,9 @@ class _RequestTap(AbstractCapability[Any]):
         self.records.append(record)
         if self.on_end is not None:
             self.on_end(record)
+        cut = cut_tool_call(response)
+        if cut is not None:  # recorded first: the request was made, and counts
+            raise incomplete(cut, request_context)
         return response
 
     async def on_model_request_error(self, ctx: RunContext[Any], *, request_context: Any, error: Exception) -> Any:
@@ -746,7 +749,6 @@ class _ToolGuard(AbstractCapability[Any]):
 INTERRUPTED = "[interrupted: stopped before it was answered; take it up again only if asked to]"
 
 _TOOL_GUARD = _ToolGuard()
-_CUT_STOP = StopAtCutToolCall()
 
 
 class _SchemaSharingAgent(Agent[Any, Any]):
