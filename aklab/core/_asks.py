@@ -41,6 +41,8 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from aklab._text import counted
+
 __all__ = ["AskCancelledEvent", "AskLedger", "AskState", "TeamGuard"]
 
 log = logging.getLogger("aklab.core")
@@ -278,7 +280,7 @@ class AskLedger:
             if state.cancelled is not None:
                 reason: str | None = None
             elif limit is not None and state.turns > limit:
-                reason = self._trip(state, f"it reached {limit} model turns (TeamGuard.max_turns)")
+                reason = self._trip(state, f"it reached {counted(limit, 'model turn')} (TeamGuard.max_turns)")
             else:
                 reason = self._over_budget(state)
         return self._after(reason)
@@ -322,12 +324,14 @@ class AskLedger:
         if guard.max_exchanges is not None and count > guard.max_exchanges:
             return self._trip(
                 state,
-                f"{pair[0]} and {pair[1]} passed {count - 1} messages back and forth (TeamGuard.max_exchanges)",
+                f"{pair[0]} and {pair[1]} passed {counted(count - 1, 'message')} back and forth "
+                "(TeamGuard.max_exchanges)",
             )
         key = _repeat_key(sender, recipient, text)
         same = state.repeats[key] = state.repeats.get(key, 0) + 1
         if guard.max_repeats is not None and same >= guard.max_repeats:
-            return self._trip(state, f"{sender} sent {recipient} the same message {same} times (TeamGuard.max_repeats)")
+            times = counted(same, "time")
+            return self._trip(state, f"{sender} sent {recipient} the same message {times} (TeamGuard.max_repeats)")
         return None
 
     def _trip(self, state: AskState, why: str) -> str | None:

@@ -87,8 +87,7 @@ class AskResult(list[AgentMessage]):
         if any(e.estimated for e in self.usage_events) and t["tokens"] is not None:
             tokens += " (estimated)"
         cost = "cost unknown" if t["cost_usd"] is None else f"${t['cost_usd']:.4f}"
-        replies = f"{len(self)} repl{'y' if len(self) == 1 else 'ies'}"
-        line = f"{replies} · {t['requests']} requests · {tokens} · {cost}"
+        line = f"{counted(len(self), 'reply', 'replies')} · {counted(t['requests'], 'request')} · {tokens} · {cost}"
         return line + (" · stopped" if self.stopped else "")
 
     def why_no_reply(self) -> str | None:

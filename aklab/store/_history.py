@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
+from aklab._text import counted
 from aklab.errors import ConfigError
 from aklab.store._base import EventStore, StoredRecord, TeamInfo, matching_teams, to_utc
 from aklab.store._progress import ReadProgress
@@ -118,8 +119,8 @@ class History:
 
     def __repr__(self) -> str:
         return (
-            f"<History: {len(self.asks)} asks, {len(self.runs)} runs, {len(self.usage)} requests, "
-            f"{len(self.messages)} messages>"
+            f"<History: {counted(len(self.asks), 'ask')}, {counted(len(self.runs), 'run')}, "
+            f"{counted(len(self.usage), 'request')}, {counted(len(self.messages), 'message')}>"
         )
 
 

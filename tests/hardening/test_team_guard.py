@@ -306,3 +306,16 @@ def test_every_record_an_ask_causes_carries_its_id() -> None:
         assert sent and events
         assert {r.ask_id for r in sent} == {ask}
         assert {r.ask_id for r in events} == {ask}
+
+
+def test_the_guard_counts_in_words_at_a_limit_of_one() -> None:
+    ledger = AskLedger(TeamGuard(max_turns=1))
+    ledger.charge_turn("turns")
+    said = ledger.charge_turn("turns")
+    assert said == "the team guard stopped this ask: it reached 1 model turn (TeamGuard.max_turns)"
+    ledger = AskLedger(TeamGuard(max_exchanges=1, max_repeats=None))
+    ledger.charge_message("pairs", "@A", "@B", "one")
+    said = ledger.charge_message("pairs", "@B", "@A", "two")
+    assert said is not None and "passed 1 message back and forth" in said
+    said = AskLedger(TeamGuard(max_repeats=1)).charge_message("same", "@A", "@B", "again")
+    assert said is not None and "the same message 1 time (TeamGuard.max_repeats)" in said

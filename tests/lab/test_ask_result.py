@@ -205,3 +205,10 @@ def test_no_reply_after_a_stop_or_a_run_that_sent_nothing_says_so() -> None:
     assert AskResult([], usage_events=usage).as_text() == (
         "(no reply: @Manager made 1 model request and sent no message; ask again)"
     )
+
+
+def test_the_summary_counts_in_words() -> None:
+    with Lab(store=False) as lab:
+        lab.ask("/hire_member Developer", timeout=20)
+        result = lab.ask("Hello there", to="Developer", timeout=20)
+    assert result.summary().startswith("1 reply · 1 request · ")

@@ -352,7 +352,7 @@ def test_the_ledger_announces_stops_and_trips_once_and_not_a_closing_team() -> N
     ledger.begin("c")
     ledger.close()
     assert [a for a, _ in heard] == ["a", "b"]
-    assert heard[1][1].startswith("the team guard stopped this ask: it reached 1 model turns")
+    assert heard[1][1].startswith("the team guard stopped this ask: it reached 1 model turn")
 
 
 def test_lab_usage_after_resume_totals_the_requests_before_the_restart_too(tmp_path: Path) -> None:

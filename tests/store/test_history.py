@@ -294,3 +294,11 @@ def test_each_ask_names_its_agents_and_is_not_ok_after_a_notice_or_a_stop(tmp_pa
     # filtered to one agent: its figures, but the whole ask's ok
     assert developer.asks.set_index("ask_id")["ok"].to_dict() == asks["ok"].to_dict()
     assert set(developer.asks["agents"]) == {"@Developer"}
+
+
+def test_a_history_says_its_counts_in_words(tmp_path: Path) -> None:
+    with Lab("dev-team", store=tmp_path / "events.sqlite3") as lab:
+        lab.ask("/team_roles", timeout=20)
+    with SqliteStore(tmp_path / "events.sqlite3") as store:
+        said = repr(history(store))
+    assert said == "<History: 1 ask, 0 runs, 0 requests, 2 messages>"
