@@ -223,7 +223,7 @@ def stored_teams(limit: int = 20, *, everything: bool = False) -> str:
     past 2 s). The listing skips SQLite's check of the whole file (about 1 s per 60 MB not
     yet cached): damage is reported by the lab or resume that opens the file."""
     from aklab.errors import ConfigError
-    from aklab.lab.persist import store_off
+    from aklab.lab.persist import shown_location, store_off
     from aklab.store import open_store
     from aklab.store._totals import team_totals
 
@@ -235,7 +235,7 @@ def stored_teams(limit: int = 20, *, everything: bool = False) -> str:
         return f"No team stored yet: {exc}."
     with store:
         teams = store.teams()
-        where = store.location
+        where = shown_location(store.location)
         shown = [t for t in teams if everything or t.asked or store.in_use(t.team_id)]
         running = {t.team_id for t in shown[:limit] if store.in_use(t.team_id)}
         totals = team_totals(store, [t.team_id for t in shown[:limit]])

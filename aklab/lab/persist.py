@@ -22,7 +22,7 @@ from aklab.tools._fs_text import size_text
 if TYPE_CHECKING:
     from aklab.store import EventStore, StoreSubscriber
 
-__all__ = ["OFF", "StoreLink", "open_link", "store_off"]
+__all__ = ["OFF", "StoreLink", "open_link", "shown_location", "store_off"]
 
 log = logging.getLogger("aklab.store")
 
@@ -51,14 +51,7 @@ class StoreLink:
         """Where records go; a SQLite file under the current folder is shown relative to it."""
         if self.store is None:
             return "off (in memory only)"
-        where = self.store.location
-        if where.startswith("sqlite:"):
-            path = where.removeprefix("sqlite:")
-            try:
-                return "sqlite:" + os.path.relpath(path) if not os.path.relpath(path).startswith("..") else where
-            except ValueError:  # another drive (Windows)
-                return where
-        return where
+        return shown_location(self.store.location)
 
     def size_text(self) -> str | None:
         """The store's size on disk ("1.2 MB"), when its kind can tell cheaply."""
@@ -134,3 +127,15 @@ def subscribe(link: StoreLink, orchestrator: Any, *, name: str, metadata: dict[s
         return
     link.subscriber = StoreSubscriber(link.store, link.team_id, on_failure=link.failed)
     orchestrator.subscribe(link.subscriber)
+
+
+def shown_location(where: str) -> str:
+    """A store's location as shown: a SQLite file under the current folder relative to it
+    (a saved notebook output then holds no absolute path), anything else as it is."""
+    if not where.startswith("sqlite:"):
+        return where
+    try:
+        path = os.path.relpath(where.removeprefix("sqlite:"))
+    except ValueError:  # another drive (Windows)
+        return where
+    return where if path.startswith("..") else "sqlite:" + path

@@ -328,3 +328,12 @@ def test_parse_resume() -> None:
     for bad in ("a b", "--frob", "--model"):
         with pytest.raises(UsageError):
             parse_resume(bad)
+
+
+def test_a_store_under_the_current_folder_is_named_relative_to_it_by_status_and_the_listing(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # a notebook's folder: a saved output must not hold the absolute path
+    out_of(shell, capsys, "%ask What is 2+2?")
+    assert "store: sqlite:events.sqlite3 (" in out_of(shell, capsys, "%aklab")
+    assert out_of(shell, capsys, "%aklab teams").startswith("1 team in sqlite:events.sqlite3, latest activity first:")
