@@ -21,6 +21,7 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, overload
 
+from aklab._text import counted
 from aklab.llm import LlmUsageEvent
 
 __all__ = ["RECENT_ASKS", "TAIL", "UsageRows"]
@@ -212,7 +213,7 @@ class UsageRows(Sequence[LlmUsageEvent]):
         return iter(self[:])
 
     def __repr__(self) -> str:
-        return f"<UsageRows: {self._len:,} requests>"
+        return f"<UsageRows: {counted(self._len, 'request')}>"
 
 
 def _hex16(run_id: str) -> bytes | None:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
+from aklab._text import counted
 from aklab.errors import AklabError
 from aklab.llm.usage import AgentUsageSummary, UsageTotals
 
@@ -152,15 +153,16 @@ class AgentBudget:
         """Check every limit, then count the run. Raises ``AgentUsageLimitError``."""
         lim = self.limits
         checks = [
-            (lim.agent_request_limit, self.runs, "runs (agent_request_limit)"),
+            (lim.agent_request_limit, self.runs, "run"),
             (lim.input_tokens_limit, self.input_tokens, "input tokens"),
             (lim.output_tokens_limit, self.output_tokens, "output tokens"),
             (lim.total_tokens_limit, self.input_tokens + self.output_tokens, "total tokens"),
         ]
         for limit, used, what in checks:
             if limit is not None and used >= limit:
+                spent = f"{counted(used, 'run')} (agent_request_limit)" if what == "run" else f"{used:,} {what}"
                 raise AgentUsageLimitError(
-                    f"agent lifetime limit reached: {used} {what} used of {limit}; "
+                    f"agent lifetime limit reached: {spent} used of {limit:,}; "
                     "raise AgentUsageLimits to let this agent run again"
                 )
         self._see(run_id)

@@ -214,3 +214,12 @@ def test_agents_share_the_output_schema_but_each_keeps_its_own_output_retries() 
     finally:
         patient.close()
         strict.close()
+
+
+def test_a_lifetime_limit_of_one_run_says_one_run() -> None:
+    from aklab.llm.limits import AgentBudget
+
+    budget = AgentBudget(AgentUsageLimits(agent_request_limit=1))
+    budget.start_run("r1")
+    with pytest.raises(AgentUsageLimitError, match=r"reached: 1 run \(agent_request_limit\) used of 1;"):
+        budget.start_run("r2")
