@@ -151,7 +151,7 @@ class AklabMagics(Magics):
         """Start, switch and inspect the lab.
 
         Usage:
-          %aklab                         status: team, members, models, usage so far
+          %aklab                         status: team, members, models, usage so far, store
           %aklab team NAME|PATH          start a built-in team, or a team file (.toml/.yaml)
           %aklab model provider:model [--base-url URL] [--api-key-env VAR] [--temperature T]
                 [--max-tokens N] [--timeout S] [--retries N] [--output-mode MODE] [--context-length N]
