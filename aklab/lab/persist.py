@@ -17,6 +17,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from aklab.store import OFF
 from aklab.tools._fs_text import size_text
 
 if TYPE_CHECKING:
@@ -25,9 +26,6 @@ if TYPE_CHECKING:
 __all__ = ["OFF", "StoreLink", "open_link", "shown_location", "store_off"]
 
 log = logging.getLogger("aklab.store")
-
-#: ``AKLAB_STORE`` values (or ``store=`` strings) that mean: keep nothing on disk.
-OFF = ("off", "none", "false", "0", "")
 
 
 def store_off() -> bool:

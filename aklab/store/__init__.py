@@ -69,6 +69,7 @@ if TYPE_CHECKING:
     from aklab.store._postgres import PostgresStore
 
 __all__ = [
+    "OFF",
     "STORE_ENV",
     "EventStore",
     "History",
@@ -118,8 +119,8 @@ def open_store(target: str | os.PathLike[str] | None = None, *, create: bool = T
     return SqliteStore(text, verify=verify)
 
 
-#: ``$AKLAB_STORE`` values that switch the store off (as ``aklab.lab.persist.OFF``).
-_OFF = ("off", "none", "false", "0", "")
+#: ``$AKLAB_STORE`` values (or ``store=`` strings) that mean: keep nothing on disk.
+OFF = ("off", "none", "false", "0", "")
 
 
 def store_target(target: str | os.PathLike[str] | None = None) -> str:
@@ -128,7 +129,7 @@ def store_target(target: str | os.PathLike[str] | None = None) -> str:
     folder). ``$AKLAB_STORE=off`` (with no ``target``) raises ``ConfigError``: the labs of
     this environment keep nothing, so there is nothing to read or delete."""
     env = os.environ.get(STORE_ENV)
-    if target is None and env is not None and env.strip().lower() in _OFF:
+    if target is None and env is not None and env.strip().lower() in OFF:
         raise ConfigError(
             f"the event store is off here (${STORE_ENV}={env!r}): labs keep nothing on disk; "
             f"unset {STORE_ENV}, or pass store= a path or a postgresql:// DSN"

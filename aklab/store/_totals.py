@@ -12,12 +12,10 @@ from typing import Any
 
 from aklab._text import counted, totals_text
 from aklab.store._base import EventStore
+from aklab.store._history import PAGE, _fields
 from aklab.store._progress import ReadProgress
 
 __all__ = ["TeamTotals", "team_totals"]
-
-#: Records read per query, as ``history()`` reads them.
-PAGE = 20_000
 
 
 @dataclass
@@ -67,7 +65,7 @@ def team_totals(store: EventStore, team_ids: list[str]) -> dict[str, TeamTotals]
 
 
 def _add_usage(total: TeamTotals, payload: dict[str, Any]) -> None:
-    event = ((payload.get("fields") or {}).get("event") or {}).get("$data") or {}
+    event = _fields(payload, "event")
     requests = event.get("requests", 1)
     total.requests += requests
     tokens_in, tokens_out = event.get("input_tokens"), event.get("output_tokens")
