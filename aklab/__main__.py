@@ -35,7 +35,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m aklab", description="aklab command line")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="run a Human -> Manager -> Developer exchange offline")
-    demo.add_argument("message", nargs="?", default=None)
+    demo.add_argument(
+        "message",
+        nargs="?",
+        default=None,
+        help="what to ask (default: a sprint plan on the demo model; three questions with --local or --model)",
+    )
     demo.add_argument(
         "--local",
         action="store_true",
@@ -113,7 +118,7 @@ def _ask_each(lab: Lab, questions: list[str], out: TextIO) -> int:
     """Ask ``questions`` one by one, printing the conversation, then the usage and errors."""
     import pandas as pd
 
-    from aklab.lab.console import ConsolePrinter
+    from aklab.lab.console import ConsolePrinter, stored_line
     from aklab.lab.session import AskTimeout
 
     lab.recorder.listeners.append(ConsolePrinter(out))
@@ -134,6 +139,7 @@ def _ask_each(lab: Lab, questions: list[str], out: TextIO) -> int:
     print("\nUsage:", file=out)
     with pd.option_context("display.width", 140, "display.max_columns", 20):
         print(lab.usage().to_string(index=False), file=out)
+    print(stored_line(lab), file=out)
     for error in lab.errors():
         print(f"error: {error}", file=out)
     if silent:

@@ -10,7 +10,7 @@ from aklab.agent import AgentMessage
 from aklab.core import Message, SentMessage
 from aklab.lab.session import Lab
 
-__all__ = ["ConsolePrinter", "run_demo"]
+__all__ = ["ConsolePrinter", "run_demo", "stored_line"]
 
 
 class ConsolePrinter:
@@ -41,6 +41,7 @@ def run_demo(message: str, out: TextIO = sys.stdout) -> int:
         print("\nUsage:", file=out)
         with pd.option_context("display.width", 120, "display.max_columns", 20):
             print(lab.usage().to_string(index=False), file=out)
+        print(stored_line(lab), file=out)
         errors = lab.errors()
         for error in errors:
             print(f"error: {error}", file=out)
@@ -48,3 +49,18 @@ def run_demo(message: str, out: TextIO = sys.stdout) -> int:
             print("error: no reply reached @Human", file=out)
             return 1
         return 1 if errors else 0
+
+
+def stored_line(lab: Lab) -> str:
+    """Where the exchange was recorded and how to read it back, or why it was not."""
+    if lab.store_warning:
+        return f"warning: {lab.store_warning}"
+    if lab.store is None:
+        return "Not recorded: the event store is off (AKLAB_STORE)."
+    from aklab.lab.persist import shown_location
+
+    short = lab.team_id[:8]
+    return (
+        f"Recorded in the event store ({shown_location(lab.store.location)}) as team {short}:\n"
+        f"aklab.history() reads it back; %aklab resume {short} takes the team up again in a notebook."
+    )

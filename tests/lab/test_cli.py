@@ -1,14 +1,17 @@
-"""``python -m aklab demo --model SPEC``: the demo's questions on any model, from a shell.
+"""``python -m aklab demo``: the demo exchange from a shell, on the demo model or any model (``--model SPEC``).
 
-The model is ``ollama:`` on the loopback fake, through pydantic-ai's real OpenAI provider."""
+With ``--model`` the model is ``ollama:`` on the loopback fake, through pydantic-ai's real OpenAI provider."""
 
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import pytest
 
+import aklab
 from aklab.__main__ import main, run_model_demo
+from aklab.lab.console import run_demo
 from tests.fakeserver import FakeOpenAI, echo, http_error
 
 
@@ -48,3 +51,33 @@ def test_a_bad_spec_is_one_line_and_local_with_model_is_refused(capsys: pytest.C
     with pytest.raises(SystemExit) as exit_:
         main(["demo", "--local", "--model", "ollama:qwen3"])
     assert exit_.value.code == 2 and "give --local or --model SPEC, not both" in capsys.readouterr().err
+
+
+def test_the_offline_demo_says_where_it_recorded_the_exchange_and_how_to_read_it_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("AKLAB_STORE")
+    out = io.StringIO()
+    assert run_demo("Plan the login page.", out) == 0
+    last = out.getvalue().rstrip().splitlines()[-2:]
+    team = aklab.history().asks["team_id"].iloc[0]
+    assert last == [
+        f"Recorded in the event store (sqlite:.aklab/events.sqlite3) as team {team[:8]}:",
+        f"aklab.history() reads it back; %aklab resume {team[:8]} takes the team up again in a notebook.",
+    ]
+
+
+def test_the_offline_demo_says_when_it_recorded_nothing_and_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = io.StringIO()
+    assert run_demo("Plan the login page.", out) == 0
+    assert out.getvalue().rstrip().endswith("Not recorded: the event store is off (AKLAB_STORE).")
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    monkeypatch.setenv("AKLAB_STORE", str(blocked / "events.sqlite3"))  # a folder that cannot be made
+    out = io.StringIO()
+    assert run_demo("Plan the login page.", out) == 0
+    last = out.getvalue().rstrip().splitlines()[-1]
+    assert last.startswith("warning: the event store could not be opened: ") and "runs in memory only" in last
