@@ -4,9 +4,12 @@ An ask's ``ok`` (here by ask, and in ``aklab.history().asks``) is False when akl
 human something went wrong in it (a ``Notice``: an agent could not answer, a run was
 interrupted, a usage limit or the team guard was hit, an answer was cut off, a message was
 not delivered) or when it was stopped or tripped the team guard (``AskCancelledEvent``);
-True otherwise, an ask still running included. It says the ask ran to its end, not that the
-answer is right (a batch's check says that). A failed request (``ok`` False by request) that
-the ask got past, with no notice (a handling done again after a resume), leaves it True.
+<NA> while it is still running (the team has work of it queued or in a run: asked, it may
+yet fail); True otherwise. It says the ask ran to its end, not that the answer is right (a
+batch's check says that). A failed request (``ok`` False by request) that the ask got past,
+with no notice (a handling done again after a resume), leaves it True. Its dtype is pandas'
+nullable ``"boolean"`` always, so ``asks[asks.ok]`` and ``asks[~asks.ok]`` both leave out
+an ask still running.
 """
 
 from __future__ import annotations
@@ -110,19 +113,24 @@ def _raw(events: Sequence[LlmUsageEvent], *, asks: bool = False) -> pd.DataFrame
 
 
 def usage_frame(
-    events: Sequence[LlmUsageEvent], by: str = "agent", *, failed_asks: Collection[str] | None = None
+    events: Sequence[LlmUsageEvent],
+    by: str = "agent",
+    *,
+    failed_asks: Collection[str] | None = None,
+    running_asks: Collection[str] = (),
 ) -> pd.DataFrame:
     """One row per agent (default), run, model, ask (one human message and all it caused),
     or model request (``by="request"``).
 
     ``cost_usd`` is missing (<NA>) for a group with any request that could not be priced.
-    By ask, ``ok`` is False for the asks in ``failed_asks`` (as the module docstring says);
-    the usage events alone do not tell, so without ``failed_asks`` it is <NA>.
+    By ask, ``ok`` is False for the asks in ``failed_asks``, <NA> for the others in
+    ``running_asks`` (as the module docstring says); the usage events alone do not tell, so
+    without ``failed_asks`` it is <NA>.
     """
     if by not in ("agent", "run", "model", "ask", "request"):
         raise ConfigError(f"usage by {by!r}: choose agent, run, model, ask or request")
     if by == "ask":
-        return _by_ask(_raw(events, asks=True), failed_asks)
+        return _by_ask(_raw(events, asks=True), failed_asks, running_asks)
     frame = _raw(events)
     if by == "request":
         return frame
@@ -139,7 +147,7 @@ def usage_frame(
     return out[[c for c in USAGE_COLUMNS if c in out.columns]]
 
 
-def _by_ask(frame: pd.DataFrame, failed_asks: Collection[str] | None) -> pd.DataFrame:
+def _by_ask(frame: pd.DataFrame, failed_asks: Collection[str] | None, running_asks: Collection[str]) -> pd.DataFrame:
     import pandas as pd
 
     grouped = frame.groupby("ask_id", sort=False, dropna=False)
@@ -156,7 +164,9 @@ def _by_ask(frame: pd.DataFrame, failed_asks: Collection[str] | None) -> pd.Data
     if failed_asks is None:
         out["ok"] = pd.Series(pd.NA, index=out.index, dtype="boolean")
     else:
-        out["ok"] = ~out["ask_id"].isin(list(failed_asks))
+        failed = out["ask_id"].isin(list(failed_asks))
+        running = out["ask_id"].isin(list(running_asks)) & ~failed  # a notice already says how it went
+        out["ok"] = (~failed).astype("boolean").mask(running)
     return out[ASK_COLUMNS]
 
 

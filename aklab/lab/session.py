@@ -531,8 +531,11 @@ class Lab:
         """Tokens and cost as a DataFrame: by agent (default), run, model, ask (each human
         message with everything it caused, its question, the agents it involved and whether
         it was ``ok``: see ``aklab.lab.frames``) or request."""
+        # Running first: an ask that ends between the two reads has had its notices recorded
+        # by then (each before the human's actor takes it), so it never reads as ok too early.
+        running = self._running_asks() if by == "ask" else set()
         failed = self.recorder.failed_asks.copy() if by == "ask" else None  # a copy: the team adds to it
-        frame = usage_frame(self.recorder.usage, by=by, failed_asks=failed)
+        frame = usage_frame(self.recorder.usage, by=by, failed_asks=failed, running_asks=running)
         if by == "ask":  # what was asked, when the transcript still holds it
             asked = {
                 m.ask_id: m.content
@@ -544,6 +547,10 @@ class Lab:
                 asked.update(self._stored_questions(missing))
             frame.insert(1, "question", [asked.get(a) for a in frame["ask_id"]])
         return frame
+
+    def _running_asks(self) -> set[str]:
+        """The asks the team still has work of, queued or in a run (not stopped)."""
+        return {state.ask_id for state in self.system.asks.active() if state.cancelled is None}
 
     def _stored_questions(self, ask_ids: set[str]) -> dict[str, str]:
         """The questions that started ``ask_ids``, read back from the event store (one read)."""

@@ -104,7 +104,7 @@ _ASK_DTYPES = {
     "requests": "int64",
     **dict.fromkeys(_TOKENS, "Int64"),
     "cost_usd": "Float64",
-    "ok": "bool",
+    "ok": "boolean",  # <NA> while an ask is at work, as in lab.usage(by="ask")
 }
 
 
@@ -384,7 +384,7 @@ def _asks_frame(
     asks["cost_usd"] = asks.get("cost_usd", pd.Series(dtype="float64")).astype("Float64")
     for c in ["agents", "models"]:  # "" when no model was asked
         asks[c] = asks.get(c, pd.Series(dtype="object")).fillna("")
-    asks["ok"] = ~asks["ask_id"].isin(list(failed))
+    asks["ok"] = (~asks["ask_id"].isin(list(failed))).astype("boolean")
     asks = asks.sort_values("first_at", kind="stable").reset_index(drop=True)
     return asks[ASK_COLUMNS]
 

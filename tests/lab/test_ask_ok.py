@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -14,7 +16,8 @@ from aklab.core._asks import AskCancelledEvent
 from aklab.lab import Lab
 from aklab.lab.frames import usage_frame
 from aklab.lab.recorder import TeamRecorder
-from aklab.llm import LlmUsageEvent
+from aklab.llm import LlmUsageEvent, ModelConfig
+from aklab.llm.scripted import scripted_model
 
 
 def test_an_ask_the_guard_tripped_is_not_ok_in_the_lab_the_result_and_the_history(tmp_path: Path) -> None:
@@ -25,7 +28,7 @@ def test_an_ask_the_guard_tripped_is_not_ok_in_the_lab_the_result_and_the_histor
         tripped = lab.ask("Ask the Developer for another one.", timeout=10)
         in_lab = lab.usage(by="ask")
     assert fine.ok and not tripped.ok and tripped.notices
-    assert list(in_lab["ok"]) == [True, False] and in_lab["ok"].dtype == bool
+    assert list(in_lab["ok"]) == [True, False] and in_lab["ok"].dtype == "boolean"
     assert list(in_lab["agents"]) == ["@Manager, @Developer", "@Manager"]
     assert list(tripped.usage(by="ask")["ok"]) == [False]
     stored = aklab.history(store).asks
@@ -52,3 +55,41 @@ def test_a_stopped_ask_is_not_ok_without_an_event_store_too() -> None:
         result = lab.ask("What is 2+2?", timeout=10)
         lab.system.asks.cancel(result.ask_id, "stopped by the human")  # as lab.stop() does, while it runs
         assert list(lab.usage(by="ask")["ok"]) == [False]
+
+
+class HeldDeveloper:
+    """The demo's relay, scripted: @Manager asks @Developer, whose turn waits inside the model
+    until ``release`` is set (``entered`` says it is waiting), then @Manager answers @Human."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def _held(self, messages: Any, info: Any) -> dict[str, Any]:
+        self.entered.set()
+        assert self.release.wait(10), "the test never released the model"
+        return _send("@Manager", "response", "a haiku")
+
+    def model(self) -> ModelConfig:
+        turns = [_send("@Developer", "request", "write a haiku"), self._held, _send("@Human", "response", "here")]
+        return ModelConfig(model=scripted_model(turns))
+
+
+def _send(recipient: str, intent: str, text: str) -> dict[str, Any]:
+    return {"messages": [{"recipient": recipient, "message_type": intent, "message": text}]}
+
+
+def test_an_ask_still_running_is_neither_ok_nor_failed_in_the_lab_until_it_ends() -> None:
+    held = HeldDeveloper()
+    with Lab("dev-team", model=held.model(), store=False) as lab:
+        lab.send("Ask the Developer for a haiku.")
+        try:
+            assert held.entered.wait(10), "the Developer's turn never started"
+            running = lab.usage(by="ask")  # the Manager's request is in; the Developer's is held
+        finally:
+            held.release.set()
+        assert lab.wait(10)
+        ended = lab.usage(by="ask")
+    assert list(running["agents"]) == ["@Manager"] and running["ok"].isna().all()
+    assert running["ok"].dtype == "boolean" and ended["ok"].dtype == "boolean"
+    assert list(ended["ok"]) == [True]

@@ -290,7 +290,7 @@ def test_each_ask_names_its_agents_and_is_not_ok_after_a_notice_or_a_stop(tmp_pa
         developer = history(store, agent="Developer")
     asks = h.asks.set_index("ask_id")
     assert list(asks["agents"]) == ["@Manager, @Developer"] * 3  # names, in the order of their first request
-    assert asks["ok"].to_dict() == {"fine": True, "noticed": False, "stopped": False} and asks["ok"].dtype == bool
+    assert asks["ok"].to_dict() == {"fine": True, "noticed": False, "stopped": False} and asks["ok"].dtype == "boolean"
     # filtered to one agent: its figures, but the whole ask's ok
     assert developer.asks.set_index("ask_id")["ok"].to_dict() == asks["ok"].to_dict()
     assert set(developer.asks["agents"]) == {"@Developer"}
