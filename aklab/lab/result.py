@@ -4,7 +4,8 @@
 list of messages that reached the human for that ask, so code written against a plain
 list keeps working, and it adds what a notebook user looks at next: the ask's id, its
 usage (requests, tokens, cost of every agent it involved), its runs, and whether it was
-stopped. In a notebook it renders once, as Markdown (each reply under its sender); as
+stopped or (a result read before the team went quiet: ``lab.result``, ``%%ask --bg --out``)
+still running. In a notebook it renders once, as Markdown (each reply under its sender); as
 text it is the same without markup.
 """
 
@@ -35,12 +36,15 @@ class AskResult(list[AgentMessage]):
         ask_id: str | None = None,
         usage_events: Sequence[LlmUsageEvent] = (),
         stopped: bool = False,
+        running: bool = False,
         conversation: Sequence[AgentMessage] = (),
     ) -> None:
         super().__init__(replies)
         self.ask_id = ask_id
         self.usage_events = list(usage_events)
         self.stopped = stopped
+        self.running = running
+        """The team still had work of this ask, queued or in a run, when this was read."""
         self.conversation = list(conversation)
         """Every message of the ask, between agents too, in order."""
 
@@ -65,16 +69,20 @@ class AskResult(list[AgentMessage]):
         return [m for m in self if isinstance(m, Notice)]
 
     @property
-    def ok(self) -> bool:
-        """No notice among the replies and not stopped: ``lab.usage(by="ask")``'s ``ok`` for this ask."""
-        return not self.stopped and not self.notices
+    def ok(self) -> bool | None:
+        """``lab.usage(by="ask")``'s ``ok`` for this ask: False if stopped or a notice is among
+        the replies, None (not known yet) while it is still running, else True."""
+        if self.stopped or self.notices:
+            return False
+        return None if self.running else True
 
     def usage(self, by: str = "agent") -> pd.DataFrame:
         """Requests, tokens and cost of this ask alone (by agent, run, model, ask or request)."""
         from aklab.lab.frames import usage_frame
 
-        failed = [] if self.ok or self.ask_id is None else [self.ask_id]
-        return usage_frame(self.usage_events, by=by, failed_asks=failed)
+        failed = [self.ask_id] if self.ok is False and self.ask_id is not None else []
+        running = [self.ask_id] if self.ok is None and self.ask_id is not None else []
+        return usage_frame(self.usage_events, by=by, failed_asks=failed, running_asks=running)
 
     def totals(self) -> dict[str, Any]:
         """Requests, tokens (None when any request's count is unknown) and cost (None when unpriced)."""
@@ -88,7 +96,7 @@ class AskResult(list[AgentMessage]):
             tokens += " (estimated)"
         cost = "cost unknown" if t["cost_usd"] is None else f"${t['cost_usd']:.4f}"
         line = f"{counted(len(self), 'reply', 'replies')} · {counted(t['requests'], 'request')} · {tokens} · {cost}"
-        return line + (" · stopped" if self.stopped else "")
+        return line + (" · stopped" if self.stopped else " · still running" if self.running else "")
 
     def why_no_reply(self) -> str | None:
         """Why nothing reached the human for this ask (None if something did), from what is known:
@@ -97,6 +105,8 @@ class AskResult(list[AgentMessage]):
             return None
         if self.stopped:
             return "the ask was stopped before anyone wrote to you"
+        if self.running:
+            return "the team is still working on it"
         later = [m for m in self.conversation if m.id != self.ask_id]
         if later:
             last = later[-1]

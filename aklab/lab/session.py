@@ -405,13 +405,17 @@ class Lab:
         return self.result(ask_id, start)
 
     def result(self, ask_id: str, start: int = 0) -> AskResult:
-        """What ask ``ask_id`` brought back so far: its replies (from inbox position ``start``) and usage."""
+        """What ask ``ask_id`` brought back so far: its replies (from inbox position ``start``) and usage,
+        and whether it is still running (then its ``ok`` is None)."""
+        running = ask_id in self._running_asks()  # first: replies read after it are never fewer
         replies = [m for m in self.inbox.since(start) if m.ask_id in (ask_id, None)]
         usage = self.recorder.usage.for_ask(ask_id)  # one ask's rows, not a scan of the session
         state = self.system.asks.get(ask_id)
         stopped = state is not None and state.cancelled is not None
         conversation = self._conversation(ask_id)
-        return AskResult(replies, ask_id=ask_id, usage_events=usage, stopped=stopped, conversation=conversation)
+        return AskResult(
+            replies, ask_id=ask_id, usage_events=usage, stopped=stopped, running=running, conversation=conversation
+        )
 
     def _conversation(self, ask_id: str) -> list[AgentMessage]:
         """The messages of ask ``ask_id`` that memory holds, oldest first.

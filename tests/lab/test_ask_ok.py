@@ -93,3 +93,20 @@ def test_an_ask_still_running_is_neither_ok_nor_failed_in_the_lab_until_it_ends(
     assert list(running["agents"]) == ["@Manager"] and running["ok"].isna().all()
     assert running["ok"].dtype == "boolean" and ended["ok"].dtype == "boolean"
     assert list(ended["ok"]) == [True]
+
+
+def test_a_result_read_while_its_ask_runs_says_ok_is_not_known_yet() -> None:
+    held = HeldDeveloper()
+    with Lab("dev-team", model=held.model(), store=False) as lab:
+        lab.send("Ask the Developer for a haiku.")
+        try:
+            assert held.entered.wait(10), "the Developer's turn never started"
+            early = lab.result(lab.last_ask_id or "")
+        finally:
+            held.release.set()
+        assert lab.wait(10)
+        late = lab.result(lab.last_ask_id or "")
+    assert early.ok is None and early.running and list(early.usage(by="ask")["ok"].isna()) == [True]
+    assert early.as_text() == "(no reply: the team is still working on it)"
+    assert early.summary().endswith(" · still running")
+    assert late.ok is True and not late.running and list(late.usage(by="ask")["ok"]) == [True]
