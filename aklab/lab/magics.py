@@ -399,8 +399,8 @@ class AklabMagics(Magics):
           %usage [--by agent|run|model|ask|request] [--live]
 
         --by ask gives one row per question: everything it caused, across every agent it
-        involved, and ok: False after a notice from aklab (a failure, a limit) or a stop
-        (the store keeps asks from before a resume too).
+        involved, and ok: False after a notice from aklab (a failure, a limit) or a stop,
+        <NA> while it still runs (the store keeps asks from before a resume too).
         --by run, ask and request are shown narrow, to fit the notebook: ids cut to 8
         characters, questions to 31, no role or start time, short headers (req, in, out,
         tokens, cost $, secs); the value (_) is the full DataFrame, every column and id whole.

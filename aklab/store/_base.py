@@ -163,6 +163,11 @@ class EventStore(ABC):
         does, or if the store cannot tell)."""
         return False
 
+    def is_running(self, team_id: str) -> bool | None:
+        """Whether a lab runs ``team_id`` now, through this store object or another, in this
+        process or another; None if the store cannot tell (the default)."""
+        return None
+
     def forget(self, team_id: str) -> int:
         """Delete every record of ``team_id`` and its row, and return how many records went:
         the one deletion a store makes (records are never rewritten, and a team goes whole).

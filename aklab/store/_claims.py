@@ -141,6 +141,16 @@ class TeamLocks:
             return []
         return [name for name in names if self.in_use(name)]
 
+    def is_running(self, team_id: str) -> bool | None:
+        """Whether a claim on ``team_id`` is held now, by this object or another; None where
+        there are no locks to ask (no ``fcntl``)."""
+        if fcntl is None:
+            return None
+        with self._lock:
+            if team_id in self._held:
+                return True
+        return self.in_use(team_id)
+
     def in_use(self, team_id: str) -> bool:
         if fcntl is None:
             return False

@@ -7,11 +7,14 @@ question that started it, the agents that made its requests (``agents``: ``"@Man
 whether it was ``ok``: False when a ``Notice`` reached the human in it (an agent could not
 answer, a run was interrupted, a limit was hit, an answer was cut off, a message was not
 delivered) or it was stopped or tripped the team guard (``AskCancelledEvent``), as
-``aklab.lab.frames`` defines it; ``messages`` has one row per message sent (and delivered,
-or still to be). With ``agent`` or ``model`` filters, figures count only the matching
-requests (an ask's row then says what that agent or model cost within it), while ``ok`` is
-the whole ask's. Times are UTC; ``since``/``until`` select records made in ``[since,
-until)`` (``ok`` too reads only those).
+``aklab.lab.frames`` defines it. An ask the store shows still at work (no reply, notice or
+stop in it yet, and a message of it to a member not handled to its end) is <NA> while a lab
+runs its team, and False once none does (its kernel died, or its lab closed, before it
+ended: it did not run to its end, and only a resume takes it up again). ``messages`` has
+one row per message sent (and delivered, or still to be). With ``agent`` or ``model``
+filters, figures count only the matching requests (an ask's row then says what that agent
+or model cost within it), while ``ok`` is the whole ask's. Times are UTC;
+``since``/``until`` select records made in ``[since, until)`` (``ok`` too reads only those).
 
 pandas is imported when ``history`` is called, not when ``aklab.store`` is.
 """
@@ -149,6 +152,7 @@ def history(
         team_ids = [*_team_ids(store, teams, team)]
     usage_rows, message_rows, failed = _read(store, team_ids, since_utc, until_utc)
     every_message = message_rows
+    at_work = _at_work(store, message_rows, failed, since_utc, until_utc)
     who = (
         None
         if agent is None
@@ -169,7 +173,7 @@ def history(
     if model is not None:  # messages carry no model: keep those of the asks that used it
         messages = messages[messages["ask_id"].isin(set(usage["ask_id"]))].reset_index(drop=True)
     runs = _runs_frame(usage)
-    asks = _asks_frame(usage, messages, questions, names, failed)
+    asks = _asks_frame(usage, messages, questions, names, failed, at_work)
     return History(asks=asks, runs=runs, usage=usage, messages=messages)
 
 
@@ -300,7 +304,46 @@ def _message_row(record: StoredRecord) -> dict[str, Any]:
         "content": data.get("content"),
         "message_id": record.message_id,
         "message_class": klass.rpartition(".")[2],
+        "to_person": bool(_fields(record.payload, "recipient").get("is_user_proxy")),  # not a column
     }
+
+
+def _at_work(
+    store: EventStore,
+    message_rows: list[dict[str, Any]],
+    settled: set[str],
+    since: datetime | None,
+    until: datetime | None,
+) -> dict[str, bool | None]:
+    """The asks still at work as the store shows them, each with whether a lab runs its team
+    now (None: the store cannot tell): no notice or stop in it (``settled``), no reply to a
+    person (one that got a reply is taken as ended, so only the few without one are read
+    again), and a message to a member not handled to its end (no ``DispatchedMessage(done=True)``
+    and not taken out of its mailbox unread: ``HandledMessage``)."""
+    answered: set[str] = set()
+    sent: dict[str, tuple[str, set[str]]] = {}  # ask -> (its team, its messages to members)
+    for m in message_rows:
+        ask_id = m["ask_id"]
+        if not ask_id or ask_id in settled:
+            continue
+        if m["to_person"]:
+            answered.add(ask_id)
+        else:
+            sent.setdefault(ask_id, (m["team_id"], set()))[1].add(m["message_id"])
+    found: dict[str, bool | None] = {}
+    running: dict[str, bool | None] = {}
+    for ask_id, (team_id, waiting) in sent.items():
+        if ask_id in answered:
+            continue
+        kinds = ["DispatchedMessage", "HandledMessage"]
+        for r in store.records(team_id, ask_id=ask_id, since=since, until=until, kinds=kinds):
+            if r.kind == "HandledMessage" or (r.payload.get("fields") or {}).get("done") is True:
+                waiting.discard(r.message_id or "")
+        if waiting:
+            if team_id not in running:
+                running[team_id] = store.is_running(team_id)
+            found[ask_id] = running[team_id]
+    return found
 
 
 def _usage_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -353,6 +396,7 @@ def _asks_frame(
     questions: dict[str | None, Any],
     names: dict[str, str],
     failed: set[str],
+    at_work: dict[str, bool | None],
 ) -> pd.DataFrame:
     import pandas as pd
 
@@ -384,7 +428,10 @@ def _asks_frame(
     asks["cost_usd"] = asks.get("cost_usd", pd.Series(dtype="float64")).astype("Float64")
     for c in ["agents", "models"]:  # "" when no model was asked
         asks[c] = asks.get(c, pd.Series(dtype="object")).fillna("")
-    asks["ok"] = (~asks["ask_id"].isin(list(failed))).astype("boolean")
+    # at work: <NA> while a lab runs it (or the store cannot tell), False once none does
+    ended = [a for a, running in at_work.items() if running is False]
+    ok = (~asks["ask_id"].isin([*failed, *ended])).astype("boolean")
+    asks["ok"] = ok.mask(asks["ask_id"].isin([a for a, running in at_work.items() if running is not False]))
     asks = asks.sort_values("first_at", kind="stable").reset_index(drop=True)
     return asks[ASK_COLUMNS]
 

@@ -363,6 +363,12 @@ class PostgresStore(QueuedWrites, EventStore):
             except (psycopg.Error, StoreError):  # a lost connection has dropped the lock already
                 pass
 
+    def is_running(self, team_id: str) -> bool | None:
+        with self._lock:
+            if team_id in self._claims:
+                return True
+        return self.in_use(team_id)
+
     def in_use(self, team_id: str) -> bool:
         import psycopg
 

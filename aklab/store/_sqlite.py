@@ -561,6 +561,9 @@ class SqliteStore(QueuedWrites, EventStore):
     def in_use(self, team_id: str) -> bool:
         return self._team_locks.in_use(team_id)
 
+    def is_running(self, team_id: str) -> bool | None:
+        return self._team_locks.is_running(team_id)
+
     def close(self) -> None:
         self._team_locks.release_all()
         if self._checkpoints is not None:

@@ -110,3 +110,28 @@ def test_a_result_read_while_its_ask_runs_says_ok_is_not_known_yet() -> None:
     assert early.as_text() == "(no reply: the team is still working on it)"
     assert early.summary().endswith(" · still running")
     assert late.ok is True and not late.running and list(late.usage(by="ask")["ok"]) == [True]
+
+
+def test_history_says_an_ask_at_work_is_not_known_yet_while_a_lab_runs_it_and_not_ok_once_none_does(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "events.sqlite3"
+    held = HeldDeveloper()
+    with Lab("dev-team", model=held.model(), store=path) as lab:
+        lab.send("Ask the Developer for a haiku.")
+        try:
+            assert held.entered.wait(10), "the Developer's turn never started"
+            running = aklab.history(path).asks  # another store object, as another kernel reads it
+            store = lab.store
+            assert store is not None
+            own = aklab.history(store).asks  # the store object that holds the lab's claim
+            store.release(lab.team_id)  # as a dead kernel's claim ends with it
+            orphaned = aklab.history(path).asks
+        finally:
+            held.release.set()
+        assert lab.wait(10)
+        ended = aklab.history(path).asks
+    assert list(running["ok"].isna()) == [True] and running["ok"].dtype == "boolean"
+    assert list(own["ok"].isna()) == [True]
+    assert list(orphaned["ok"]) == [False]
+    assert list(ended["ok"]) == [True] and ended["ok"].dtype == "boolean"

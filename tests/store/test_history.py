@@ -270,7 +270,7 @@ def test_history_reads_a_page_at_a_time_and_says_how_far_it_has_got(
 
 
 def test_each_ask_names_its_agents_and_is_not_ok_after_a_notice_or_a_stop(tmp_path: Path) -> None:
-    from aklab.agent import Notice
+    from aklab.agent import AgentMessage, Notice
     from aklab.core import EventMessage, SentMessage
     from aklab.core._asks import AskCancelledEvent
 
@@ -283,6 +283,8 @@ def test_each_ask_names_its_agents_and_is_not_ok_after_a_notice_or_a_stop(tmp_pa
             store.append(usage(ask_id), team)
             store.append(usage(ask_id, agent="@Developer", role="Developer", run_id="r2"), team)
             store.append(usage(ask_id, run_id="r3"), team)
+        answer = AgentMessage(content="done", sender=MANAGER, recipient=HUMAN, ask_id="fine")  # it ended
+        store.append(SentMessage(sender=MANAGER, recipient=HUMAN, message=answer, ask_id="fine"), team)
         notice = Notice(content="@Developer could not answer", sender=MANAGER, recipient=HUMAN, ask_id="noticed")
         store.append(SentMessage(sender=MANAGER, recipient=HUMAN, message=notice, ask_id="noticed"), team)
         store.append(EventMessage(event=AskCancelledEvent(ask_id="stopped", reason="stopped"), ask_id="stopped"), team)
