@@ -105,7 +105,7 @@ _ASK_DTYPES = {
     "last_at": "datetime64[us, UTC]",
     "runs": "int64",
     "requests": "int64",
-    **dict.fromkeys(_TOKENS, "Int64"),
+    **dict.fromkeys(_TOKENS, "int64"),  # nothing unknown (as lab.usage())
     "cost_usd": "Float64",
     "ok": "boolean",  # <NA> while an ask is at work, as in lab.usage(by="ask")
 }
@@ -423,8 +423,9 @@ def _asks_frame(
     asks = asks.merge(sums, how="left", left_on="ask_id", right_index=True)
     for c in ["requests", "runs"]:
         asks[c] = asks.get(c, pd.Series(dtype="float64")).fillna(0).astype("int64")
-    for c in _TOKENS:
-        asks[c] = asks.get(c, pd.Series(dtype="float64")).astype("Int64")
+    for c in _TOKENS:  # unknown counts (or none made yet) stay <NA>: Int64 then, else int64, as in lab.usage()
+        tokens = asks.get(c, pd.Series(dtype="float64")).astype("Int64")
+        asks[c] = tokens.astype("Int64" if tokens.isna().any() else "int64")
     asks["cost_usd"] = asks.get("cost_usd", pd.Series(dtype="float64")).astype("Float64")
     for c in ["agents", "models"]:  # "" when no model was asked
         asks[c] = asks.get(c, pd.Series(dtype="object")).fillna("")

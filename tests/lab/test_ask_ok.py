@@ -32,7 +32,7 @@ def test_an_ask_the_guard_tripped_is_not_ok_in_the_lab_the_result_and_the_histor
     assert list(in_lab["agents"]) == ["@Manager, @Developer", "@Manager"]
     assert list(tripped.usage(by="ask")["ok"]) == [False]
     stored = aklab.history(store).asks
-    columns = ["ask_id", "agents", "ok"]
+    columns = ["ask_id", "agents", "input_tokens", "output_tokens", "total_tokens", "ok"]  # values and dtypes
     pd.testing.assert_frame_equal(stored[columns], in_lab[columns])
 
 
