@@ -34,6 +34,17 @@ def test_a_team_is_claimed_by_one_store_object_at_a_time(make_store: Callable[[]
     first.claim(team)
 
 
+def test_is_running_sees_a_claim_held_by_the_same_store_object_or_another(
+    make_store: Callable[[], EventStore],
+) -> None:
+    first, second, team = make_store(), make_store(), new_team_id()
+    assert first.is_running(team) is False and second.is_running(team) is False
+    first.claim(team)
+    assert first.is_running(team) is True and second.is_running(team) is True  # in_use says False to the holder
+    first.release(team)
+    assert first.is_running(team) is False and second.is_running(team) is False
+
+
 def test_teams_are_claimed_independently(make_store: Callable[[], EventStore]) -> None:
     first, second = make_store(), make_store()
     one, two = new_team_id(), new_team_id()
