@@ -97,7 +97,7 @@ class Behaviour:
     finish: str | None = None
     """The finish reason sent, if not the usual one ("stop", or "tool_calls" for a tool call)."""
     error: str | None = None
-    """``error200``: the error object sent, as JSON text."""
+    """``error200``: the error object sent, as JSON text; ``error``: the error body, if not the usual one."""
 
 
 def text(content: str, *, usage: Usage | None = USAGE) -> Behaviour:
@@ -118,15 +118,25 @@ def tool_call(name: str | None, args: Any, *, usage: Usage | None = USAGE, finis
 
 
 def http_error(
-    status: int = 500, message: str = "internal server error", *, retry_after: float | str | None = None
+    status: int = 500,
+    message: str = "internal server error",
+    *,
+    retry_after: float | str | None = None,
+    code: str | int | None = None,
+    error_type: str | None = None,
 ) -> Behaviour:
     """An HTTP error with an OpenAI-style JSON error body; ``retry_after``: a Retry-After header
-    in seconds, or as given (an HTTP-date)."""
+    in seconds, or as given (an HTTP-date); ``code``, ``error_type``: the body's, if not the
+    status and the type the fake names for it."""
     if retry_after is None:
         headers: tuple[tuple[str, str], ...] = ()
     else:
         headers = (("Retry-After", retry_after if isinstance(retry_after, str) else f"{retry_after:g}"),)
-    return Behaviour("error", content=message, status=status, headers=headers)
+    error = None
+    if code is not None or error_type is not None:
+        fields = {"message": message, "type": error_type or _error_type(status), "code": code or status}
+        error = json.dumps({"error": fields})
+    return Behaviour("error", content=message, status=status, headers=headers, error=error)
 
 
 def cut_at_max_tokens(content: str) -> Behaviour:
@@ -473,7 +483,9 @@ class _Handler(BaseHTTPRequestHandler):
     # -- behaviours
     def _serve(self, b: Behaviour, body: dict[str, Any]) -> None:
         stream = bool(body.get("stream"))
-        if b.kind == "error":
+        if b.kind == "error" and b.error is not None:
+            self._send_json(b.status, json.loads(b.error), b.headers)
+        elif b.kind == "error":
             self._send_error(b.status, b.content or "error", headers=b.headers)
         elif b.kind == "error200":
             self._error_at_200(b, body, stream)
@@ -631,8 +643,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _send_error(self, status: int, message: str, headers: tuple[tuple[str, str], ...] = ()) -> None:
-        kind = "rate_limit_error" if status == 429 else "server_error" if status >= 500 else "invalid_request_error"
-        self._send_json(status, {"error": {"message": message, "type": kind, "code": status}}, headers)
+        self._send_json(status, {"error": {"message": message, "type": _error_type(status), "code": status}}, headers)
 
     def _start_stream(self) -> None:
         self._start(200, "text/event-stream", [("Transfer-Encoding", "chunked"), ("Cache-Control", "no-cache")])
@@ -664,3 +675,8 @@ def _pieces(s: str, size: int = 8) -> Iterator[str]:
         return
     for i in range(0, len(s), size):
         yield s[i : i + size]
+
+
+def _error_type(status: int) -> str:
+    """The ``type`` OpenAI's API names for an error of ``status``."""
+    return "rate_limit_error" if status == 429 else "server_error" if status >= 500 else "invalid_request_error"
