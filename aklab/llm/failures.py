@@ -14,7 +14,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic_ai.exceptions import ModelAPIError
+from pydantic_ai.exceptions import ModelAPIError, ModelContextWindowExceededError
 
 from aklab.errors import AklabError
 from aklab.secrets import redact, shown_url
@@ -30,7 +30,7 @@ CONTEXT_FULL = "context full: /compact or /clear"
 
 _OVERFLOW = re.compile(
     r"context (length|window|size)|maximum context|exceeds? (the )?(context|max)|too many tokens|"
-    r"prompt is too long|requested tokens|n_ctx|context_length_exceeded",
+    r"prompt is too long|requested tokens|n_ctx|context_length_exceeded|reduce the length of the messages",
     re.IGNORECASE,
 )
 
@@ -47,6 +47,8 @@ def _chain(exc: BaseException) -> list[BaseException]:
 def is_context_overflow(exc: BaseException) -> bool:
     """Does the error say the prompt did not fit the model's context?"""
     for e in _chain(exc):
+        if isinstance(e, ModelContextWindowExceededError):  # pydantic-ai read it from the code or message
+            return True
         status = getattr(e, "status_code", None)
         body = getattr(e, "body", None)
         text = f"{e} {body if body is not None else ''}"
@@ -69,6 +71,33 @@ def _status(exc: BaseException) -> int | None:
         status = getattr(e, "status_code", None)
         if isinstance(status, int):
             return status
+    return None
+
+
+#: The HTTP status a server would have sent for an error object it sent with status 200 instead,
+#: by the object's ``code`` (first) or ``type``: OpenAI's names, Anthropic's, llama.cpp's.
+_STATUS_OF = {
+    **dict.fromkeys(("rate_limit_exceeded", "rate_limit_error", "too_many_requests"), 429),
+    **dict.fromkeys(("overloaded", "overloaded_error", "server_is_overloaded", "service_unavailable"), 503),
+    **dict.fromkeys(("unavailable_error", "service_unavailable_error"), 503),
+    **dict.fromkeys(("server_error", "api_error"), 500),
+    **dict.fromkeys(("invalid_api_key", "authentication_error"), 401),
+    "permission_error": 403,
+    **dict.fromkeys(("model_not_found", "not_found_error"), 404),
+    **dict.fromkeys(("context_length_exceeded", "exceed_context_size_error", "invalid_request_error"), 400),
+}
+
+
+def _status_sent_as_200(exc: BaseException) -> int | None:
+    """The status an error object sent with status 200 stands for: its ``code`` when that is
+    one (OpenRouter sends ``{"code": 429, ...}``), else the status its code or type names."""
+    for e in _chain(exc):
+        if isinstance(e, ModelAPIError):
+            for name in (e.provider_error_code, e.provider_error_type):
+                if name is not None and name.isdigit() and 400 <= int(name) < 600:
+                    return int(name)
+                if name in _STATUS_OF:
+                    return _STATUS_OF[name]
     return None
 
 
@@ -175,12 +204,18 @@ def _describe(exc: BaseException, timeout: float | None) -> str:
         where = "" if url is None else f" at {shown_url(url, path=False)}"  # never its path or credentials
         return f"cannot reach the model server{where} ({_first_line(exc, 80)}); is it running? (check base_url)"
     # What the server said, if anything: in an HTTP error, or in an error object it sent with
-    # status 200 (whole, or mid-stream), whose status pydantic-ai infers from its code or type.
+    # status 200 (whole, or mid-stream). Such an object gets the advice of the status it stands
+    # for: pydantic-ai gives a mid-stream one the status its code or type implies, where it sees
+    # one; the rest is read here from the same code or type.
     sent = any(isinstance(e, ModelAPIError) for e in _chain(exc))
+    at_200 = sent and status is None and (status := _status_sent_as_200(exc)) is not None
     said = _server_message(exc) if status is not None or sent else None
     detail = f": {said}" if said else ""
     mid_stream = any(getattr(e, "in_stream", False) is True for e in _chain(exc))
-    http = f"error sent mid-stream{detail}" if mid_stream else f"HTTP {status}{detail}"
+    if mid_stream:
+        http = f"error sent mid-stream{detail}"
+    else:
+        http = f"error sent with status 200{detail}" if at_200 else f"HTTP {status}{detail}"
     if status == 429:
         # The SDK may have waited and asked again already (ModelConfig.retries); the wait
         # named is the one the server asked for last.

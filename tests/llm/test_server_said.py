@@ -68,12 +68,14 @@ def test_a_wait_longer_than_the_sdk_waits_for_is_told_at_once_and_not_retried(fa
 
 # -- an error object sent with status 200 ------------------------------------------------------------
 
-OVERLOADED = json.dumps({"error": {"message": "model overloaded", "code": 503}})
+#: An error object naming no status (no code, no type): its message is all there is to tell.
+#: One that does is told as that status is (``test_error_objects.py``).
+NOT_LOADED = json.dumps({"error": {"message": "model failed to load"}})
 
 
 @pytest.mark.parametrize(
     ("mode", "fault"),
-    [("prompted", error_at_200("model overloaded", code=503)), ("tool", raw(OVERLOADED))],
+    [("prompted", error_at_200("model failed to load")), ("tool", raw(NOT_LOADED))],
     ids=["plain", "json-answering-a-stream"],
 )
 def test_an_error_sent_with_status_200_reaches_the_notice_with_the_servers_message(
@@ -87,7 +89,8 @@ def test_an_error_sent_with_status_200_reaches_the_notice_with_the_servers_messa
         assert fake_openai.bodies[0].get("stream", False) is (mode == "tool")
         [notice] = _to_human(first, "notification")
         assert notice.content == (
-            "@Solo could not answer: the model server sent an error instead of an answer (model overloaded); ask again"
+            "@Solo could not answer: the model server sent an error instead of an answer "
+            "(model failed to load); ask again"
         )
         assert_answers_afterwards(lab, fake_openai)
 
