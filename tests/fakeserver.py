@@ -65,6 +65,7 @@ __all__ = [
 ]
 
 Kind = Literal["text", "tool", "error", "error200", "hang", "truncated", "cut", "empty", "raw"]
+SseError = Literal["data", "event", "field"]
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,8 @@ class Behaviour:
     """The finish reason sent, if not the usual one ("stop", or "tool_calls" for a tool call)."""
     error: str | None = None
     """``error200``: the error object sent, as JSON text; ``error``: the error body, if not the usual one."""
+    sse_error: SseError = "data"
+    """``error200``, streamed: how the error goes in the stream (see ``error_at_200``)."""
 
 
 def text(content: str, *, usage: Usage | None = USAGE) -> Behaviour:
@@ -150,15 +153,23 @@ def raw(body: str, *, status: int = 200, content_type: str = "application/json")
 
 
 def error_at_200(
-    message: str, *, code: str | int | None = None, error_type: str | None = None, content: str = "The answer"
+    message: str,
+    *,
+    code: str | int | None = None,
+    error_type: str | None = None,
+    content: str = "The answer",
+    sse: SseError = "data",
 ) -> Behaviour:
     """An error object (``{"error": {"message": ..., "code": ..., "type": ...}}``, without the fields
     not given) sent with status 200, as some OpenAI-compatible servers and gateways do. Non-streamed:
-    the whole body. Streamed: ``content`` in a few chunks, then the error as one ``data:`` event, and
-    the body ends (no finish reason, no ``[DONE]``)."""
+    the whole body. Streamed: ``content`` in a few chunks, then the error, and the body ends (no
+    finish reason, no ``[DONE]``). The error goes as ``sse``: ``"data"``, one ``data:`` event;
+    ``"event"``, an ``event: error`` whose ``data:`` is the inner object; ``"field"``, a line
+    ``error: <the inner object>``, as llama.cpp's server (llama-server) sent it before it moved
+    to ``data:``."""
     fields = {"message": message, "code": code, "type": error_type}
     error = {"error": {k: v for k, v in fields.items() if v is not None}}
-    return Behaviour("error200", content=content, error=json.dumps(error))
+    return Behaviour("error200", content=content, error=json.dumps(error), sse_error=sse)
 
 
 def rate_limited(retry_after: float = 1) -> Behaviour:
@@ -567,7 +578,12 @@ class _Handler(BaseHTTPRequestHandler):
         self._event(json.dumps(self._chunk(body, {"role": "assistant", "content": ""})))
         for piece in _pieces(b.content or ""):
             self._event(json.dumps(self._chunk(body, {"content": piece})))
-        self._event(b.error or "")
+        if b.sse_error == "data":
+            self._event(b.error or "")
+        else:
+            inner = json.dumps(json.loads(b.error or "{}")["error"])
+            lines = f"event: error\ndata: {inner}" if b.sse_error == "event" else f"error: {inner}"
+            self._write_chunk(f"{lines}\n\n".encode())
         self._end_chunks()
         self.close_connection = True  # the client stops reading at the error: no next request comes
 
