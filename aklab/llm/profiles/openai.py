@@ -28,15 +28,17 @@ class OpenAIFamily(Family):
             from pydantic_ai.providers.openai import OpenAIProvider
 
             from aklab.llm.profiles._chat_model import ChatModel
+            from aklab.llm.profiles._sse_errors import read_sse_errors
 
         base_url = ctx.cfg.base_url or os.environ.get("OPENAI_BASE_URL") or None
         api_key = ctx.api_key("OPENAI_API_KEY", required=base_url is None)
         if base_url is not None and is_loopback(base_url):
             return build_compatible(self, ctx, base_url=base_url, api_key=api_key, local=True)
+        http = ctx.http_client()
         client = AsyncOpenAI(
             base_url=base_url,
             api_key=api_key or PLACEHOLDER_KEY,
-            http_client=ctx.http_client(),
+            http_client=http if base_url is None else read_sse_errors(http),  # for Chat Completions only
             timeout=ctx.timeout,
             max_retries=ctx.retries,
         )

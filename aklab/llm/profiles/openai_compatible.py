@@ -63,12 +63,13 @@ def build_compatible(
         from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider
 
         from aklab.llm.profiles._chat_model import ChatModel
+        from aklab.llm.profiles._sse_errors import read_sse_errors
 
     mode = ctx.output_mode("prompted")
     client = AsyncOpenAI(
         base_url=base_url,
         api_key=api_key or PLACEHOLDER_KEY,
-        http_client=ctx.http_client(base_url),
+        http_client=read_sse_errors(ctx.http_client(base_url)),
         timeout=ctx.timeout,
         max_retries=ctx.retries,
     )

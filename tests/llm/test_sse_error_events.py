@@ -1,0 +1,114 @@
+"""An error llama.cpp's server sends mid-stream as an SSE ``error`` reaches the notice.
+
+llama-server has sent a failure inside a stream in two shapes the OpenAI SDK's SSE decoder
+passes over: a line ``error: {...}`` (a field the SSE format does not know, so ignored) and an
+``event: error`` whose ``data:`` is the error object itself, not ``{"error": {...}}``. Either
+way the stream ended with nothing to say why. The client aklab builds for an OpenAI chat
+model reads both as the ``data: {"error": {...}}`` event the SDK does raise.
+
+Through pydantic-ai's real OpenAI model, built by aklab from a ``ModelConfig``, against the
+loopback fake (``tests/fakeserver.py``); tool mode, since the lab streams in it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import httpx2
+import pytest
+
+from aklab.llm.failures import CONTEXT_FULL
+from aklab.llm.profiles._sse_errors import SSEErrorStream
+from aklab.secrets import REDACTED
+from tests.fakeserver import FakeOpenAI, SseError, error_at_200
+from tests.llm.test_openai_faults import ASK_TIMEOUT, QUESTION, _to_human, always, assert_answers_afterwards, solo_lab
+
+FORMS: list[SseError] = ["field", "event", "data"]
+FORM_IDS = ["error-line", "event-error", "data-error"]
+
+#: llama-server's words when a slot fails, and when the prompt outgrows its context.
+CRASHED = "failed to decode the batch"
+FULL = "the request exceeds the available context size, try increasing it"
+
+
+def _notice(fake: FakeOpenAI, **model: object) -> str:
+    with solo_lab(fake, output_mode="tool", **model) as lab:
+        messages = lab.ask(QUESTION, timeout=ASK_TIMEOUT)
+        assert fake.bodies[0].get("stream"), "tool mode in a lab streams"
+        [notice] = _to_human(messages, "notification")
+        assert_answers_afterwards(lab, fake)
+        return notice.content
+
+
+@pytest.mark.parametrize("sse", FORMS, ids=FORM_IDS)
+def test_an_sse_error_from_llama_server_reaches_the_notice_with_its_message(
+    fake_openai: FakeOpenAI, sse: SseError
+) -> None:
+    fake_openai.push(error_at_200(CRASHED, code=500, error_type="server_error", sse=sse))
+    assert _notice(fake_openai) == (
+        f"@Solo could not answer: the model server failed (error sent mid-stream: {CRASHED}); ask again"
+    )
+
+
+@pytest.mark.parametrize("sse", FORMS, ids=FORM_IDS)
+def test_a_full_context_told_in_an_sse_error_is_a_full_context(fake_openai: FakeOpenAI, sse: SseError) -> None:
+    """Told as llama-server's HTTP 400 for it is: the notice says /compact or /clear."""
+    fake_openai.default = always(error_at_200(FULL, code=400, error_type="exceed_context_size_error", sse=sse))
+    assert _notice(fake_openai) == f"@Solo could not answer: {CONTEXT_FULL}"
+
+
+@pytest.mark.parametrize("sse", ["field", "event"], ids=FORM_IDS[:2])
+def test_an_sse_error_echoing_the_key_is_told_without_it(
+    fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch, sse: SseError
+) -> None:
+    key = "sk-sse-error-0123456789abcdef"
+    monkeypatch.setenv("AKLAB_SSE_ERROR_KEY", key)
+    fake_openai.push(error_at_200(f"no slot for key {key}", code=503, error_type="unavailable_error", sse=sse))
+    notice = _notice(fake_openai, api_key_env="AKLAB_SSE_ERROR_KEY")
+    assert notice == (
+        f"@Solo could not answer: the model server failed (error sent mid-stream: no slot for key {REDACTED}); "
+        "ask again"
+    )
+
+
+# -- the rewriting, byte by byte -------------------------------------------------------------------
+
+
+class _Bytes(httpx2.AsyncByteStream):
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = chunks
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self.chunks:
+            yield chunk
+
+
+def _rewritten(body: bytes, size: int) -> bytes:
+    chunks = [body[i : i + size] for i in range(0, len(body), size)]
+
+    async def read() -> bytes:
+        return b"".join([part async for part in SSEErrorStream(_Bytes(chunks))])
+
+    return asyncio.run(read())
+
+
+LLAMA_ERROR = b'{"code":500,"message":"failed","type":"server_error"}'
+AS_SDK_ERROR = b'data: {"error": {"code": 500, "message": "failed", "type": "server_error"}}'
+
+
+@pytest.mark.parametrize("size", [1, 2, 7, 4096], ids=lambda n: f"chunks-of-{n}")
+@pytest.mark.parametrize("end", [b"\n", b"\r\n", b"\r"], ids=["LF", "CRLF", "CR"])
+def test_the_rewriting_holds_across_chunk_boundaries_and_line_ends(size: int, end: bytes) -> None:
+    chunk = b'data: {"choices": []}' + end + end
+    body = chunk + b"error: " + LLAMA_ERROR + end + end + chunk + b"event: error" + end + b"data: " + LLAMA_ERROR
+    body += end + end + b"event: error" + end + b'data: {"error": "as sent"}' + end + end + b": comment" + end
+    assert _rewritten(body, size) == (
+        chunk + AS_SDK_ERROR + end + end + chunk + AS_SDK_ERROR + b"\n\n"
+        b"event: error" + end + b'data: {"error": "as sent"}' + end + end + b": comment" + end
+    )
+
+
+def test_a_stream_without_errors_passes_unchanged_and_a_last_unended_line_is_kept() -> None:
+    body = b'data: {"a": 1}\n\nevent: message\ndata: {"b": "error: no"}\n\n: errors are not here\ndata: [DONE]'
+    assert _rewritten(body, 5) == body
