@@ -6,7 +6,8 @@ takes that body for a malformed completion ("Invalid response from ... chat comp
 endpoint", and for a streamed request, a stream with nothing in it), so the server's message
 never reached the human. Here such a body raises ``ModelAPIError`` carrying the error object,
 which ``aklab.llm.failures`` reads the message from. An error event inside an SSE stream is
-pydantic-ai's own to map (the SDK raises it), and needs nothing here.
+pydantic-ai's own to map (the SDK raises it), and needs nothing here; llama-server's other
+shapes of one are rewritten to it by the HTTP client (``_sse_errors``).
 """
 
 from __future__ import annotations
