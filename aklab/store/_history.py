@@ -14,7 +14,8 @@ ended: it did not run to its end, and only a resume takes it up again). ``messag
 one row per message sent (and delivered, or still to be). With ``agent`` or ``model``
 filters, figures count only the matching requests (an ask's row then says what that agent
 or model cost within it), while ``ok`` is the whole ask's. Times are UTC;
-``since``/``until`` select records made in ``[since, until)`` (``ok`` too reads only those).
+``since``/``until`` select records made in ``[since, until)``; ``ok`` is still the whole
+ask's (a notice or stop after ``until`` counts).
 
 pandas is imported when ``history`` is called, not when ``aklab.store`` is.
 """
@@ -152,7 +153,7 @@ def history(
         team_ids = [*_team_ids(store, teams, team)]
     usage_rows, message_rows, failed = _read(store, team_ids, since_utc, until_utc)
     every_message = message_rows
-    at_work = _at_work(store, message_rows, failed, since_utc, until_utc)
+    at_work = _at_work(store, message_rows, failed)
     who = (
         None
         if agent is None
@@ -255,7 +256,33 @@ def _read(
     usage_rows = [row for _, usage, row in found if usage]
     message_rows = [row for _, usage, row in found if not usage and row["message_id"] not in unsent]
     failed.update(m["ask_id"] for m in message_rows if m["message_class"] == "Notice" and m["ask_id"])
+    if since is not None or until is not None:
+        failed |= _failed_outside(store, usage_rows, message_rows, failed, unsent)
     return usage_rows, message_rows, failed
+
+
+def _failed_outside(
+    store: EventStore,
+    usage_rows: list[dict[str, Any]],
+    message_rows: list[dict[str, Any]],
+    failed: set[str],
+    unsent: set[str],
+) -> set[str]:
+    """The asks of a time window that were not ok by a notice or a stop recorded outside it
+    (an ask that straddles ``until`` may be stopped or told of a failure after it): ``ok`` is
+    the whole ask's, as with the agent and model filters. One indexed read per ask."""
+    asks = {(row["team_id"], row["ask_id"]) for row in (*usage_rows, *message_rows) if row["ask_id"]}
+    found: set[str] = set()
+    for team_id, ask_id in asks:
+        if ask_id in failed:
+            continue
+        for r in store.records(team_id, ask_id=ask_id, kinds=["SentMessage", "AskCancelledEvent"]):
+            if r.event_type == "AskCancelledEvent" or (
+                r.kind == "SentMessage" and r.message_id not in unsent and _message_row(r)["message_class"] == "Notice"
+            ):
+                found.add(ask_id)
+                break
+    return found
 
 
 def _fields(payload: dict[str, Any], name: str) -> dict[str, Any]:
@@ -312,14 +339,13 @@ def _at_work(
     store: EventStore,
     message_rows: list[dict[str, Any]],
     settled: set[str],
-    since: datetime | None,
-    until: datetime | None,
 ) -> dict[str, bool | None]:
     """The asks still at work as the store shows them, each with whether a lab runs its team
     now (None: the store cannot tell): no notice or stop in it (``settled``), no reply to a
-    person (one that got a reply is taken as ended, so only the few without one are read
-    again), and a message to a member not handled to its end (no ``DispatchedMessage(done=True)``
-    and not taken out of its mailbox unread: ``HandledMessage``)."""
+    person (one that got a reply, in the window or after it, is taken as ended; only the few
+    without one in the window are read again, whole), and a message to a member not handled
+    to its end (no ``DispatchedMessage(done=True)`` and not taken out of its mailbox unread:
+    ``HandledMessage``)."""
     answered: set[str] = set()
     sent: dict[str, tuple[str, set[str]]] = {}  # ask -> (its team, its messages to members)
     for m in message_rows:
@@ -335,11 +361,14 @@ def _at_work(
     for ask_id, (team_id, waiting) in sent.items():
         if ask_id in answered:
             continue
-        kinds = ["DispatchedMessage", "HandledMessage"]
-        for r in store.records(team_id, ask_id=ask_id, since=since, until=until, kinds=kinds):
-            if r.kind == "HandledMessage" or (r.payload.get("fields") or {}).get("done") is True:
+        kinds = ["DispatchedMessage", "HandledMessage", "SentMessage"]
+        replied = False
+        for r in store.records(team_id, ask_id=ask_id, kinds=kinds):  # the whole ask: it may end after ``until``
+            if r.kind == "SentMessage":
+                replied = replied or _message_row(r)["to_person"]
+            elif r.kind == "HandledMessage" or (r.payload.get("fields") or {}).get("done") is True:
                 waiting.discard(r.message_id or "")
-        if waiting:
+        if waiting and not replied:
             if team_id not in running:
                 running[team_id] = store.is_running(team_id)
             found[ask_id] = running[team_id]

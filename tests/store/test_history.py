@@ -304,3 +304,37 @@ def test_a_history_says_its_counts_in_words(tmp_path: Path) -> None:
     with SqliteStore(tmp_path / "events.sqlite3") as store:
         said = repr(history(store))
     assert said == "<History: 1 ask, 0 runs, 0 requests, 2 messages>"
+
+
+def test_a_time_window_keeps_its_records_but_ok_is_the_whole_asks(tmp_path: Path) -> None:
+    """An ask that straddles ``until``: told of a failure, stopped, or answered after it. Its
+    figures are the window's; its ``ok`` is what became of it, as with the agent filter."""
+    from aklab.agent import AgentMessage, Notice
+    from aklab.core import EventMessage, SentMessage
+    from aklab.core._asks import AskCancelledEvent
+
+    team, start = new_team_id(), datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+    later = start + timedelta(hours=2)
+    with SqliteStore(tmp_path / "events.sqlite3") as store:
+        for ask_id in ("answered", "noticed", "stopped"):
+            question = sent(f"question {ask_id}", ask_id)
+            question.message.id, question.created_at = ask_id, start
+            store.append(question, team)
+            spent = usage(ask_id)
+            spent.created_at = start
+            store.append(spent, team)
+        reply = AgentMessage(content="done", sender=MANAGER, recipient=HUMAN, ask_id="answered")
+        notice = Notice(content="@Developer could not answer", sender=MANAGER, recipient=HUMAN, ask_id="noticed")
+        for ask_id, message in (("answered", reply), ("noticed", notice)):
+            store.append(
+                SentMessage(sender=MANAGER, recipient=HUMAN, message=message, ask_id=ask_id, created_at=later), team
+            )
+        stop = EventMessage(event=AskCancelledEvent(ask_id="stopped", reason="stopped"), ask_id="stopped")
+        stop.created_at = later
+        store.append(stop, team)
+        window = history(store, until=start + timedelta(hours=1))
+        whole = history(store)
+    expected = {"answered": True, "noticed": False, "stopped": False}
+    assert whole.asks.set_index("ask_id")["ok"].to_dict() == expected
+    assert window.asks.set_index("ask_id")["ok"].to_dict() == expected
+    assert len(window.messages) == 3 and len(whole.messages) == 5  # the window's records, all the same
