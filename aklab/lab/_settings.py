@@ -4,7 +4,7 @@
 apply: ``%config Aklab.default_model = "local:smollm2"`` in a notebook, or
 ``c.Aklab.default_model = ...`` in ``ipython_config.py``; ``%config Aklab`` lists them.
 A default takes effect the next time it is read: the model and team when the next lab
-starts (the first magic, or ``%aklab team``), the format and timeout at the next ``%%ask``.
+starts (the first magic, or ``%aklab team``), the format, timeout and ``fail_on_notice`` at the next ``%%ask``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from traitlets import Enum, Float, TraitError, Unicode, validate
+from traitlets import Bool, Enum, Float, TraitError, Unicode, validate
 from traitlets.config import Configurable
 
 from aklab.lab._magic_args import FORMATS
@@ -35,6 +35,15 @@ class Aklab(Configurable):  # type: ignore[misc]
     timeout = Float(300.0, help="Seconds %%ask waits for the team before giving up (the team keeps working).").tag(
         config=True
     )
+
+    fail_on_notice = Bool(
+        False,
+        help=(
+            "Fail a %%ask cell whose ask was not ok (it ended in a notice: a failed model call, a limit, "
+            "an undelivered message; or it was stopped), after showing its replies: for notebooks run "
+            "as pipelines (papermill, nbclient), which then stop there."
+        ),
+    ).tag(config=True)
 
     @validate("default_model")
     def _check_model(self, proposal: Any) -> str:

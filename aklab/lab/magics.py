@@ -260,6 +260,8 @@ class AklabMagics(Magics):
         any other brace (JSON, code, an undefined name) is left as typed; {{ and }} give { and }.
         The value (_) is an AskResult: a list of replies with .usage(), .totals(), .run_ids,
         .summary(), .as_text(), .as_markdown(), .as_json(). The notebook's stop button stops the ask.
+        An ask that ends in a notice (a failed model call, a limit) shows it and the cell passes;
+        with %config Aklab.fail_on_notice = True such a cell fails after it (papermill stops there).
 
         Examples:
           %%ask
@@ -333,6 +335,9 @@ class AklabMagics(Magics):
             raise AskTimeout(
                 f"the team is still working after {timeout:g}s; its replies keep arriving ({where}); %stop stops it"
             )
+        if defaults.fail_on_notice and result.ok is False:
+            self._display(result)
+            raise AskNotOk(_not_ok_line(result))
         return result
 
     def _show(
@@ -521,6 +526,25 @@ class AskInterrupted(AklabError):
 
     def _render_traceback_(self) -> list[str]:
         return [f"aklab: {self}"]
+
+
+class AskNotOk(AklabError):
+    """A ``%%ask`` that was not ok, with ``Aklab.fail_on_notice`` set: one line, and the cell fails."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"aklab: {self}"]
+
+
+def _not_ok_line(result: AskResult) -> str:
+    """Why the ask was not ok, in one line, for ``AskNotOk``."""
+    notices = result.notices
+    if notices:
+        first = " ".join(notices[0].content.split())
+        first = first if len(first) <= 200 else first[:199] + "…"
+        why = f"it ended in a notice: {first}"
+    else:
+        why = "it was stopped"
+    return f"the ask was not ok ({why}); the cell fails because Aklab.fail_on_notice is set"
 
 
 def _batch(line: str) -> Any:

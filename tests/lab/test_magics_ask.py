@@ -26,7 +26,7 @@ from aklab.llm import ModelConfig
 def shell(shell: InteractiveShell) -> Iterator[InteractiveShell]:
     """The shared shell (tests/lab/conftest.py), with the %config settings put back after."""
     yield shell
-    for name in ("default_model", "default_team", "default_format", "timeout"):
+    for name in ("default_model", "default_team", "default_format", "timeout", "fail_on_notice"):
         setattr(settings(), name, settings().trait_defaults(name))
 
 
@@ -160,6 +160,28 @@ def test_a_model_failure_is_said_once_as_the_agents_notice(
     assert "ModelError" not in captured.out + captured.err
     assert get_lab().errors() and "ModelError" in get_lab().errors()[0]  # the library still lists it
     assert get_lab().errors(told=False) == []  # unless asked for what the human was not told
+
+
+def test_with_fail_on_notice_an_ask_that_was_not_ok_shows_its_replies_then_fails_the_cell(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """For a notebook run as a pipeline: the model server is down (through pydantic-ai's
+    OpenAI provider), the notice is shown, and the cell fails in one line saying why."""
+    from aklab.lab.magics import AskNotOk
+
+    unreachable = ModelConfig.parse("openai-compatible:nothing", base_url="http://127.0.0.1:9/v1", retries=0)
+    set_lab(Lab("dev-team", model=unreachable))
+    run(shell, capsys, "%config Aklab.fail_on_notice = True")
+    result = shell.run_cell("%ask What is 2+2?")
+    out = capsys.readouterr().out
+    assert isinstance(result.error_in_exec, AskNotOk) and "Traceback" not in out
+    shown, _, last = out.rstrip().rpartition("\n")
+    assert "@Manager could not answer: cannot reach the model server at http://127.0.0.1:9" in shown  # replies first
+    assert last.startswith("aklab: the ask was not ok (it ended in a notice: @Manager could not answer: cannot reach")
+    assert last.endswith("); the cell fails because Aklab.fail_on_notice is set")
+    set_lab(None)
+    _, out = run(shell, capsys, "%ask Plan it.")  # an ask that went through still passes
+    assert "@Manager (response)" in out
 
 
 def test_usage_by_run_fits_the_notebook_and_the_value_keeps_full_values(
