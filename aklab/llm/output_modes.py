@@ -11,7 +11,10 @@ Four modes (``Profile.output_mode``):
   a grammar; the ``recipient`` field is limited to the names the agent can reach. Text
   that is not that JSON falls back to plain text. JSON that is right but for a recipient
   off that list is read as addressed, as a tool call would be: the recipient check then
-  asks the model to fix the name.
+  asks the model to fix the name. ``{"messages": []}`` sends nothing, as an empty
+  output-tool call does (a notification or an acknowledgment needs no reply); the schema
+  a grammar enforces still asks for one message, so a constrained small model never
+  falls into answering nothing.
 - ``text``: no JSON at all; the text is the reply.
 
 The text fallback is the run's ``fallback(text)``: the agent makes it deliver the text to
@@ -45,6 +48,9 @@ from aklab.llm.streaming import messages_item_type
 __all__ = ["RUN_FALLBACK", "RUN_TIDIED", "OutputMode", "OutputPlan", "messages_item_type", "plan_output"]
 
 OutputMode = Literal["tool", "native", "prompted", "text"]
+
+#: The prompted reply that sends nothing.
+NOTHING: dict[str, list[Any]] = {"messages": []}
 
 #: Items per output in prompted mode: a grammar-constrained small model otherwise loops.
 PROMPTED_MAX_ITEMS = 4
@@ -156,7 +162,8 @@ def _prompted(
             "Reply with one JSON object and nothing else, like this:\n"
             f"{json.dumps(example)}\n"
             f"recipient is one of: {names}. message_type is one of: request, response, instruction, "
-            "notification, acknowledgment. To answer whoever asked you, send them a response."
+            "notification, acknowledgment. To answer whoever asked you, send them a response. "
+            f"When no reply is expected and you have nothing to send: {json.dumps(NOTHING)}"
         )
     else:
         wire = output_type
@@ -281,6 +288,8 @@ def _json_reader(
         data = _extract_json(text)
         if data is None:
             data = _cut_json(text)  # cut off mid-way: deliver what was written (the run notes the cut)
+        if wire is not None and data == NOTHING:
+            return output_type.model_validate(data)
         if data is not None:
             try:
                 if wire is not None:

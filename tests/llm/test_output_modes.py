@@ -105,6 +105,17 @@ def test_prompted_json_naming_someone_off_the_list_is_read_as_addressed() -> Non
     )
 
 
+def test_prompted_mode_reads_an_empty_list_as_sending_nothing_yet_its_grammar_asks_for_one() -> None:
+    """As an empty output-tool call: a notification needs no reply. Before, it was asked for
+    again until the retries ran out, and the human was told the agent could not answer."""
+    plan = plan_output(
+        StructuredOutput, "prompted", fallback=reply_to_human, recipients=["@Human"], constrain_json=True
+    )
+    assert read(plan.output_type, '{"messages": []}') == StructuredOutput(messages=[])
+    assert plan.instructions is not None and '{"messages": []}' in plan.instructions
+    assert plan.settings["extra_body"]["response_format"]["schema"]["properties"]["messages"]["minItems"] == 1
+
+
 def test_an_empty_answer_is_rejected_with_a_retry_prompt() -> None:
     for mode in ("prompted", "text"):
         plan = plan_output(StructuredOutput, mode, fallback=reply_to_human)  # type: ignore[arg-type]
