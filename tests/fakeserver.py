@@ -8,7 +8,7 @@ assert what reached the wire.
 
 A test scripts it with a queue of behaviours, one per chat request, built by the
 functions below (``text``, ``json_text``, ``tool_call``, ``output``, ``http_error``,
-``rate_limited``, ``hang``, ``truncated_json``, ``cut_stream``, ``empty``, ``error_at_200``); a queue item
+``rate_limited``, ``hang``, ``stall``, ``truncated_json``, ``cut_stream``, ``empty``, ``error_at_200``); a queue item
 may also be a responder (a callable given the request body, returning a behaviour). When
 the queue is empty the ``default`` responder answers (e.g. ``echo``: text "OK: <the last
 line of the last user message>"); with no default the server answers 500 "nothing scripted", so a forgotten
@@ -58,13 +58,14 @@ __all__ = [
     "output",
     "output_tool_name",
     "rate_limited",
+    "stall",
     "text",
     "tool_call",
     "tool_names",
     "truncated_json",
 ]
 
-Kind = Literal["text", "tool", "error", "error200", "hang", "truncated", "cut", "empty", "raw"]
+Kind = Literal["text", "tool", "error", "error200", "hang", "stall", "truncated", "cut", "empty", "raw"]
 SseError = Literal["data", "event", "field"]
 
 
@@ -180,6 +181,15 @@ def rate_limited(retry_after: float = 1) -> Behaviour:
 def hang() -> Behaviour:
     """Accept the request and answer nothing until released or the client goes away."""
     return Behaviour("hang")
+
+
+def stall(content: str = "The answer is", *, tool_args: str | None = None) -> Behaviour:
+    """Start streaming, then hold the connection like ``hang``: ``content`` in a few chunks
+    (``tool_args``: the request's output tool called with these arguments, as far as they go),
+    then nothing until released or the client goes away. Non-streamed: a ``hang``."""
+    if tool_args is not None:
+        return Behaviour("stall", tool_args=tool_args)
+    return Behaviour("stall", content=content)
 
 
 def truncated_json(content: str = "The answer is 4") -> Behaviour:
@@ -504,8 +514,10 @@ class _Handler(BaseHTTPRequestHandler):
             data = (b.content or "").encode()
             self._start(b.status, dict(b.headers)["Content-Type"], [("Content-Length", str(len(data)))])
             self.wfile.write(data)
-        elif b.kind == "hang":
+        elif b.kind == "hang" or (b.kind == "stall" and not stream):
             self._hang()
+        elif b.kind == "stall":
+            self._stall(b, body)
         elif b.kind == "truncated":
             self._truncated(b, body, stream)
         elif b.kind == "cut":
@@ -526,6 +538,28 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             self.fake._bump("hanging", -1)
         self.close_connection = True
+
+    def _stall(self, b: Behaviour, body: dict[str, Any]) -> None:
+        self._start_stream()
+        if b.content is not None:
+            self._event(json.dumps(self._chunk(body, {"role": "assistant", "content": ""})))
+            for piece in _pieces(b.content):
+                self._event(json.dumps(self._chunk(body, {"content": piece})))
+        else:
+            self._event(json.dumps(self._chunk(body, {"role": "assistant", "content": None})))
+            call = {"index": 0, "id": "call_fake_1", "type": "function"}
+            self._event(
+                json.dumps(
+                    self._chunk(
+                        body, {"tool_calls": [{**call, "function": {"name": output_tool_name(body), "arguments": ""}}]}
+                    )
+                )
+            )
+            for piece in _pieces(b.tool_args):
+                self._event(
+                    json.dumps(self._chunk(body, {"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}))
+                )
+        self._hang()
 
     def _client_gone(self) -> bool:
         try:

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import threading
 import time
 
 import pytest
 
+from aklab.core import EventMessage, Message
 from aklab.lab import Lab
 from aklab.lab.teamfile import team_from_dict
 from aklab.llm import ModelConfig
-from tests.fakeserver import FakeOpenAI, echo, hang, text
+from aklab.llm.streaming import OutputStreamEvent
+from tests.fakeserver import FakeOpenAI, echo, hang, stall, text
 
 SOLO = {"name": "solo", "entry": "Solo", "roles": [{"role": "Solo", "prompt": "You are Solo."}]}
 
@@ -102,3 +106,41 @@ def test_stopping_one_agent_interrupts_its_run_or_says_it_had_none(
     finally:
         fake_openai.release()
         set_lab(None)
+
+
+@pytest.mark.parametrize("how", ["stop", "interrupt"])
+def test_stop_while_a_stream_is_arriving_abandons_it_and_delivers_none_of_it(fake_openai: FakeOpenAI, how: str) -> None:
+    """Tool mode streams (prompted mode's requests do not): the server has sent part of the
+    output tool's arguments and holds the rest. Once the agent has read them (a draft of the
+    message shows), stopping (``lab.stop``, or ``lab.interrupt``, which also waits for the
+    team to settle) ends the stream at once, and what had arrived is never delivered."""
+    half = {"recipient": "@Human", "message_type": "response", "message": "HALF WRITTEN " + "and more " * 6}
+    fake_openai.push(stall(tool_args=json.dumps({"messages": [half]})[:-3]))
+    cfg = ModelConfig(
+        provider="openai-compatible", model="fake", base_url=fake_openai.url, timeout=30, retries=0, output_mode="tool"
+    )
+    drafted = threading.Event()
+
+    def watch(record: Message) -> None:
+        if isinstance(record, EventMessage) and isinstance(record.event, OutputStreamEvent):
+            if record.event.text.startswith("HALF"):
+                drafted.set()
+
+    lab = Lab(team_from_dict(SOLO), model=cfg, store=False)
+    lab.recorder.listeners.append(watch)
+    try:
+        lab.send("What is 2+2?")
+        assert drafted.wait(5), "the agent never read the streamed arguments"
+        assert fake_openai.wait_hanging(5) and fake_openai.bodies[0]["stream"] is True
+        started = time.monotonic()
+        assert (lab.stop() if how == "stop" else lab.interrupt()) == ["@Solo"]
+        assert lab.wait(5)
+        assert time.monotonic() - started <= 0.5, "stop waited for the stalled stream"
+        assert [m.content for m in lab.replies()] == ["Run interrupted. (@Solo)"]
+        assert not any("HALF" in m.content for m in lab.transcript())
+        assert fake_openai.wait_for(lambda f: f.hanging == 0), "the client never hung up"
+        fake_openai.push(text("4"))
+        assert [m.content for m in lab.ask("Again: what is 2+2?", timeout=10)] == ["4"]
+    finally:
+        fake_openai.release()
+        lab.close()
