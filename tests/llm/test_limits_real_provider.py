@@ -12,7 +12,7 @@ from aklab.lab import Lab
 from aklab.lab.teamfile import team_from_dict
 from aklab.llm import ModelConfig
 from aklab.llm.recovery import CONCLUSION_PROMPT
-from tests.fakeserver import FakeOpenAI, Usage, echo, empty, last_user_text, text
+from tests.fakeserver import FakeOpenAI, Usage, echo, empty, last_user_text, text, tool_call, tool_names
 
 
 def _solo(fake: FakeOpenAI, **limits: Any) -> Lab:
@@ -77,3 +77,28 @@ def test_a_limit_that_is_not_positive_is_refused_when_the_team_is_read(limit: in
                 "roles": [{"role": "Solo", "prompt": "p", "agent_usage_limits": {"agent_request_limit": limit}}],
             }
         )
+
+
+def test_the_run_tier_counts_the_tokens_the_server_reports_across_the_runs_requests(fake_openai: FakeOpenAI) -> None:
+    """A run's token cap is checked against the server's counts after each request of the run
+    (a tool call and the request after it): over it, the run concludes without its tools, the
+    conclusion's own tokens counted too, and the next run starts from zero."""
+    role = {"role": "Solo", "prompt": "You are Solo.", "tools": ["PlanningTool"]}
+    role["run_usage_limits"] = {"total_tokens_limit": 50}
+    team = team_from_dict({"name": "solo", "entry": "Solo", "roles": [role]})
+    cfg = ModelConfig(provider="openai-compatible", model="fake", base_url=fake_openai.url, retries=0, timeout=5)
+    spend = Usage(prompt_tokens=20, completion_tokens=10)
+    fake_openai.push(
+        tool_call("planning_summary", {}, usage=spend),  # 30 tokens
+        tool_call("planning_summary", {}, usage=spend),  # 60: over the cap of 50
+        text("Concluded: the board is empty.", usage=spend),
+        text("fresh", usage=spend),
+    )
+    with Lab(team, model=cfg, store=False) as lab:
+        concluded = lab.ask("first", timeout=20)
+        assert [m.content for m in concluded.answers] == ["Concluded: the board is empty."]
+        assert [m.content for m in lab.ask("second", timeout=20).answers] == ["fresh"]
+        assert int(lab.usage()["total_tokens"].sum()) == 4 * 30
+    asked = [last_user_text(b) for b in fake_openai.bodies]
+    assert len(asked) == 4 and asked[2] == CONCLUSION_PROMPT
+    assert tool_names(fake_openai.bodies[2]) == []  # the conclusion may not call tools
