@@ -108,12 +108,13 @@ def test_stopping_one_agent_interrupts_its_run_or_says_it_had_none(
         set_lab(None)
 
 
-@pytest.mark.parametrize("how", ["stop", "interrupt"])
+@pytest.mark.parametrize("how", ["stop", "interrupt", "/stop"])
 def test_stop_while_a_stream_is_arriving_abandons_it_and_delivers_none_of_it(fake_openai: FakeOpenAI, how: str) -> None:
     """Tool mode streams (prompted mode's requests do not): the server has sent part of the
     output tool's arguments and holds the rest. Once the agent has read them (a draft of the
-    message shows), stopping (``lab.stop``, or ``lab.interrupt``, which also waits for the
-    team to settle) ends the stream at once, and what had arrived is never delivered."""
+    message shows), stopping (``lab.stop``; ``lab.interrupt``, which also waits for the team
+    to settle; or the human's ``/stop`` to the agent, a cancel that overtakes the mailbox)
+    ends the stream at once, and what had arrived is never delivered."""
     half = {"recipient": "@Human", "message_type": "response", "message": "HALF WRITTEN " + "and more " * 6}
     fake_openai.push(stall(tool_args=json.dumps({"messages": [half]})[:-3]))
     cfg = ModelConfig(
@@ -133,7 +134,10 @@ def test_stop_while_a_stream_is_arriving_abandons_it_and_delivers_none_of_it(fak
         assert drafted.wait(5), "the agent never read the streamed arguments"
         assert fake_openai.wait_hanging(5) and fake_openai.bodies[0]["stream"] is True
         started = time.monotonic()
-        assert (lab.stop() if how == "stop" else lab.interrupt()) == ["@Solo"]
+        if how == "/stop":
+            lab.send("/stop", to="@Solo")
+        else:
+            assert (lab.stop() if how == "stop" else lab.interrupt()) == ["@Solo"]
         assert lab.wait(5)
         assert time.monotonic() - started <= 0.5, "stop waited for the stalled stream"
         assert [m.content for m in lab.replies()] == ["Run interrupted. (@Solo)"]
