@@ -18,6 +18,11 @@ def render_roster(members: list[ActorAddress]) -> str:
     return "\n".join(f"- {a.name} ({a.role})" for a in sorted(members, key=lambda a: a.name))
 
 
+def render_roles(host: ToolHost) -> str:
+    """The roles ``host`` may hire, one line each: the same text for the model and for /team_roles."""
+    return "\n".join(f"- {c.role}: {c.description or '(no description)'}" for c in host.hireable_cards())
+
+
 class TeamTool(ToolCard):
     """The team card every agent carries (prepended unless one is supplied)."""
 
@@ -49,7 +54,7 @@ class TeamTool(ToolCard):
             return render_roster(host.team_members())
 
         def roles() -> str:
-            return "\n".join(f"- {c.role}: {c.description or '(no description)'}" for c in host.hireable_cards())
+            return render_roles(host)
 
         return {ROSTER_SECTION: roster, ROLES_SECTION: roles}
 
@@ -71,8 +76,7 @@ class TeamTool(ToolCard):
 
         def team_roles() -> str:
             """The roles this agent may hire, with their descriptions."""
-            lines = [f"- {c.role}: {c.description}" for c in host.hireable_cards()]
-            return "\n".join(lines) or "(no roles to hire)"
+            return render_roles(host) or "(no roles to hire)"
 
         return [hire_member, fire_member, team_members, team_roles]
 
