@@ -665,7 +665,13 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
     def compact(self) -> str:
         """Shorten the conversation, keeping the most recent turns."""
         cfg = self.config.compaction_cfg
-        removed = self._react_agent.compact(deps=self)
+        try:
+            removed = self._react_agent.compact(deps=self)
+        except AklabError:
+            raise
+        except Exception as exc:  # the summary request: a provider's raw error is no line for a human
+            failed = self._react_agent.describe(exc)
+            raise ModelError(f"the summary request failed: {failed}. Nothing was compacted.") from exc
         return f"Compacted ({cfg.strategy}): {removed} messages removed, last {cfg.keep_last} turns kept."
 
     def on_stop(self) -> None:
