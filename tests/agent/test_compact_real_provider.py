@@ -1,6 +1,7 @@
 """/compact with the summarize strategy on a real provider: pydantic-ai's OpenAI model over
 loopback. The summary is asked of the model in one request on the wire, with no tools, and
-its answer replaces the old turns at the head of the next request."""
+its answer replaces the old turns at the head of the next request. A failed summary request
+is told in one readable line and leaves the history as it was."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from aklab.lab.teamfile import TeamSpec, team_from_dict
 from aklab.llm import ModelConfig
 from aklab.llm.config import CompactionConfig
 from aklab.llm.react import SUMMARY_PROMPT
-from tests.fakeserver import FakeOpenAI, echo, last_user_text, text
+from tests.fakeserver import FakeOpenAI, echo, http_error, last_user_text, text
 
 SOLO = {"name": "solo", "entry": "Solo", "roles": [{"role": "Solo", "prompt": "You are Solo."}]}
 
@@ -64,4 +65,24 @@ def test_compact_summarize_asks_the_model_once_and_the_summary_replaces_the_old_
         assert "capital of France: Paris" in json.dumps(resummarize["messages"])
         assert "Capital of Peru?" in json.dumps(resummarize["messages"])
         assert "Capital of Chile?" not in json.dumps(resummarize["messages"])
+        assert lab.errors() == []
+
+
+def test_a_failed_summary_request_is_one_readable_line_and_the_history_stays_whole(
+    fake_openai: FakeOpenAI,
+) -> None:
+    fake_openai.default = echo
+    cfg = ModelConfig(provider="openai-compatible", model="fake", base_url=fake_openai.url, retries=0)
+    with Lab(_summarizing(keep_last=1), model=cfg, store=False) as lab:
+        assert _said(lab, "Capital of France?") == [("response", "OK: Capital of France?")]
+        assert _said(lab, "Capital of Peru?") == [("response", "OK: Capital of Peru?")]
+        fake_openai.push(http_error(500))
+        failed = (
+            "Error in /compact: the summary request failed: the model server failed "
+            "(HTTP 500: internal server error); ask again. Nothing was compacted."
+        )
+        assert _said(lab, "/compact") == [("notification", failed)]
+        assert _said(lab, "Capital of Chile?") == [("response", "OK: Capital of Chile?")]
+        after = json.dumps(fake_openai.bodies[-1]["messages"])
+        assert "Capital of France?" in after and "Capital of Peru?" in after and "Summary of" not in after
         assert lab.errors() == []
