@@ -6,6 +6,8 @@ is told in one readable line and leaves the history as it was."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from aklab.lab import Lab
 from aklab.lab.teamfile import TeamSpec, team_from_dict
@@ -29,14 +31,21 @@ def _said(lab: Lab, command: str) -> list[tuple[str, str]]:
     return [(m.type, m.content) for m in lab.ask(command, timeout=20)]
 
 
-def test_compact_summarize_asks_the_model_once_and_the_summary_replaces_the_old_turns(
-    fake_openai: FakeOpenAI,
-) -> None:
+@contextmanager
+def _two_turns(fake_openai: FakeOpenAI) -> Iterator[Lab]:
+    """A summarizing Solo on the fake server (echoing), after two questions answered."""
     fake_openai.default = echo
     cfg = ModelConfig(provider="openai-compatible", model="fake", base_url=fake_openai.url, retries=0)
     with Lab(_summarizing(keep_last=1), model=cfg, store=False) as lab:
         assert _said(lab, "Capital of France?") == [("response", "OK: Capital of France?")]
         assert _said(lab, "Capital of Peru?") == [("response", "OK: Capital of Peru?")]
+        yield lab
+
+
+def test_compact_summarize_asks_the_model_once_and_the_summary_replaces_the_old_turns(
+    fake_openai: FakeOpenAI,
+) -> None:
+    with _two_turns(fake_openai) as lab:
         assert len(fake_openai.bodies) == 2
 
         summary = "@Human asked for the capital of France: Paris."
@@ -71,11 +80,7 @@ def test_compact_summarize_asks_the_model_once_and_the_summary_replaces_the_old_
 def test_a_failed_summary_request_is_one_readable_line_and_the_history_stays_whole(
     fake_openai: FakeOpenAI,
 ) -> None:
-    fake_openai.default = echo
-    cfg = ModelConfig(provider="openai-compatible", model="fake", base_url=fake_openai.url, retries=0)
-    with Lab(_summarizing(keep_last=1), model=cfg, store=False) as lab:
-        assert _said(lab, "Capital of France?") == [("response", "OK: Capital of France?")]
-        assert _said(lab, "Capital of Peru?") == [("response", "OK: Capital of Peru?")]
+    with _two_turns(fake_openai) as lab:
         fake_openai.push(http_error(500))
         failed = (
             "Error in /compact: the summary request failed: the model server failed "
