@@ -65,10 +65,13 @@ class TeamTool(ToolCard):
 
         def fire_member(name: str) -> str:
             """Fire a member by name."""
+            members = host.team_members()
+            # the member's own name in the reply ("@Developer fired"), however it was typed
+            shown = next((m.name for m in members if m.name in (name, f"@{name}")), name)
             if not host.fire(name, by_operator=True):
-                members = ", ".join(sorted(m.name for m in host.team_members()))
-                raise ValueError(f"{name} is not a member of the team (members: {members})")
-            return f"{name} fired"
+                listed = ", ".join(sorted(m.name for m in members))
+                raise ValueError(f"{name} is not a member of the team (members: {listed})")
+            return f"{shown} fired"
 
         def team_members() -> str:
             """The current team roster."""

@@ -131,7 +131,7 @@ def test_a_human_can_drive_an_agent_with_slash_commands(system: ActorSystem) -> 
         "notification",
         "Error in /fire_member: @Nobody is not a member of the team (members: @Ada, @Human, @Manager)",
     )
-    assert replies[3:5] == [("notification", "Ada fired"), ("notification", "- @Human (Human)\n- @Manager (Manager)")]
+    assert replies[3:5] == [("notification", "@Ada fired"), ("notification", "- @Human (Human)\n- @Manager (Manager)")]
     assert len(seen) == 1  # only the unknown command reached the model
     prompt = _last_user_text(seen[0])
     assert "Operator action by @Human: /hire_member Developer name=@Ada" in prompt

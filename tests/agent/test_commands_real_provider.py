@@ -72,7 +72,7 @@ def test_a_fired_member_leaves_the_roster_the_model_sees_next_and_bad_names_get_
         assert "- @Developer (Developer)" in last_user_text(hired)  # the context snapshot rides on the question
         assert f"## Roles you can hire\n{roles}" in last_user_text(hired)
 
-        assert _said(lab, "/fire_member Developer") == [("notification", "Developer fired")]
+        assert _said(lab, "/fire_member Developer") == [("notification", "@Developer fired")]
         assert sorted(a.name for a in lab.team()) == ["@Human", "@Manager"]
         assert _said(lab, "/team_members") == [("notification", "- @Human (Human)\n- @Manager (Manager)")]
         nobody = "Error in /fire_member: @Nobody is not a member of the team (members: @Human, @Manager)"
@@ -85,5 +85,5 @@ def test_a_fired_member_leaves_the_roster_the_model_sees_next_and_bad_names_get_
         assert _said(lab, "Who is here now?") == [("response", "OK: Who is here now?")]
         asked = last_user_text(fake_openai.bodies[-1])
         assert "## Team\n- @Human (Human)\n- @Manager (Manager)\n" in asked  # the changed roster, without @Developer
-        assert "Operator action by @Human: /fire_member Developer\nResult: Developer fired" in asked
+        assert "Operator action by @Human: /fire_member Developer\nResult: @Developer fired" in asked
         assert lab.errors() == []
