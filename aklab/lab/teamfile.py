@@ -105,6 +105,7 @@ class _Role(BaseModel):
     agent_class: str = "aklab.agent.BaseAgent"
     run_usage_limits: RunUsageLimits | None = None
     agent_usage_limits: AgentUsageLimits | None = None
+    commands_from_agents: bool = False  # obey /commands from other agents too, not only from a person
 
 
 class _Team(BaseModel):
@@ -245,6 +246,7 @@ def team_from_dict(data: dict[str, Any], *, source: str = "team", trust: Iterabl
             tools=[_tool(t, where=f"{where}.tools.{j}", trusted=trusted) for j, t in enumerate(role.tools)],
             run_usage_limits=role.run_usage_limits or RunUsageLimits(),
             agent_usage_limits=role.agent_usage_limits or AgentUsageLimits(),
+            commands_from_agents=role.commands_from_agents,
         )
         cards.append(
             AgentCard(

@@ -119,6 +119,10 @@ def test_the_same_team_in_yaml(tmp_path: Path) -> None:
         ('name = "x"\nentry = "A"\n[[roles]]\nrole = "A"\ntools = ["Hammer"]\n', "unknown tool 'Hammer'"),
         ('name = "x"\nentry = "A"\n[[roles]]\nrole = "A"\nmodel = "gpt"\n', "must look like 'provider:model'"),
         ("name = \n", "not valid TOML"),
+        (
+            'name = "x"\nentry = "A"\n[[roles]]\nrole = "A"\ncommands_from_agents = "sometimes"\n',
+            r"roles\.0\.commands_from_agents",
+        ),
     ],
 )
 def test_mistakes_in_a_team_file_are_clear_errors(tmp_path: Path, text: str, message: str) -> None:
@@ -169,3 +173,12 @@ def test_load_team_file_is_importable_from_aklab_lab_as_the_readme_shows() -> No
     import aklab.lab
 
     assert aklab.lab.load_team_file is load_team_file and "load_team_file" in aklab.lab.__all__
+
+
+def test_a_role_may_obey_commands_from_other_agents_and_by_default_does_not(tmp_path: Path) -> None:
+    """``commands_from_agents`` was settable only in code; a team file user had no way to it."""
+    path = tmp_path / "team.toml"
+    path.write_text(TOML.replace('role = "Researcher"', 'role = "Researcher"\ncommands_from_agents = true'))
+    lead, researcher = load_team_file(path).cards
+    assert researcher.config.commands_from_agents is True  # type: ignore[attr-defined]
+    assert lead.config.commands_from_agents is False  # type: ignore[attr-defined]
