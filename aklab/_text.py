@@ -1,8 +1,9 @@
-"""Counts in words: "1 reply", "3 replies", never "repl(ies)"; usage totals in words."""
+"""Counts in words: "1 reply", "3 replies", never "repl(ies)"; usage totals in words; a text
+on one line, cut with "…"."""
 
 from __future__ import annotations
 
-__all__ = ["counted", "totals_text"]
+__all__ = ["counted", "one_line", "totals_text"]
 
 
 def counted(n: int, noun: str, plural: str | None = None) -> str:
@@ -29,3 +30,9 @@ def totals_text(requests: int, tokens: int, unreported: int, cost_usd: float, un
     else:
         price = f"${cost_usd:.4f}"
     return f"{counted(requests, 'request')}, {tokens_text}, {price}"
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """``text`` with its whitespace runs as single spaces, cut to ``limit`` characters with "…"."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Protocol, runtime_checkable
 
+from aklab._text import one_line
 from aklab.agent.output_models import REPLY_PROTOCOLS, Intent
 from aklab.core import Message
 from aklab.tools.context import SUFFIX_FULL
@@ -52,9 +53,7 @@ class AgentMessage(Message):
         return f"You received {article} {self.type} from {sender}. {protocol}\n\n{self.content}"
 
     def mailbox_preview(self, limit: int = 80) -> str:
-        line = " ".join(self.content.split())
-        short = line if len(line) <= limit else line[: limit - 1] + "…"
-        return f"{self.type} from {self.sender_name()}: {short}"
+        return f"{self.type} from {self.sender_name()}: {one_line(self.content, limit)}"
 
 
 class Notice(AgentMessage):

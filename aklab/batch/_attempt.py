@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from aklab._text import one_line
 from aklab.llm import LlmUsageEvent
 
 if TYPE_CHECKING:
@@ -191,23 +192,23 @@ def run_attempt(job: Job, control: AttemptControl | None = None) -> Outcome:
         elif not replies:
             errors = lab.errors()
             why = f": {errors[0]}" if errors else ""
-            out.error = _one_line(f"the team gave no reply to turn {turn}{why}")
+            out.error = one_line(f"the team gave no reply to turn {turn}{why}")
         elif not replies.answers:  # only aklab's notices: "could not answer: cannot reach the model server"
-            out.error = _one_line(f"turn {turn}: {replies.notices[0].content}")
+            out.error = one_line(f"turn {turn}: {replies.notices[0].content}")
         else:
             out.answer = "\n\n".join(m.content for m in replies.answers)
             ctx = CheckContext(job.turns, out.answer, job.expected, job.metadata, job.scenario_id)
             try:
                 out.score = score(job.check, out.answer, ctx)
             except Exception as exc:
-                out.error = _one_line(f"check raised {type(exc).__name__}: {exc}")
+                out.error = one_line(f"check raised {type(exc).__name__}: {exc}")
             else:
                 out.status = "ok"
     except AskTimeout:
         out.status = "timeout"
         out.error = f"no answer within {job.timeout_s:g}s (turn {turn} of {len(job.turns)})"
     except Exception as exc:
-        out.error = _one_line(f"{type(exc).__name__}: {exc}")
+        out.error = one_line(f"{type(exc).__name__}: {exc}")
     finally:
         if lab is not None:
             control.detach()
@@ -215,8 +216,3 @@ def run_attempt(job: Job, control: AttemptControl | None = None) -> Outcome:
             lab.close()
         out.wall_s = time.monotonic() - started
     return out
-
-
-def _one_line(text: str, limit: int = 300) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"

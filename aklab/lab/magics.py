@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn, cast
 
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 
+from aklab._text import one_line
 from aklab.errors import AklabError, ConfigError
 from aklab.lab._magic_args import (
     SUBCOMMANDS,
@@ -539,9 +540,7 @@ def _not_ok_line(result: AskResult) -> str:
     """Why the ask was not ok, in one line, for ``AskNotOk``."""
     notices = result.notices
     if notices:
-        first = " ".join(notices[0].content.split())
-        first = first if len(first) <= 200 else first[:199] + "…"
-        why = f"it ended in a notice: {first}"
+        why = f"it ended in a notice: {one_line(notices[0].content, 200)}"
     else:
         why = "it was stopped"
     return f"the ask was not ok ({why}); the cell fails because Aklab.fail_on_notice is set"

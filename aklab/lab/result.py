@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from aklab._text import counted
+from aklab._text import counted, one_line
 from aklab.agent import AgentMessage, Notice
 from aklab.llm import LlmUsageEvent
 from aklab.llm.usage import headline
@@ -131,7 +131,7 @@ class AskResult(list[AgentMessage]):
         text = "\n\n---\n\n".join(blocks) or ("*(no reply)*" if why is None else f"*(no reply: {why})*")
         if len(self.conversation) > len(self):
             rows = "\n\n".join(
-                f"**{_sender(m)} → {_recipient(m)}** *({intent_label(m)})*: {_one_line(m.content)}"
+                f"**{_sender(m)} → {_recipient(m)}** *({intent_label(m)})*: {one_line(m.content)}"
                 for m in self.conversation
             )
             text += (
@@ -164,11 +164,6 @@ class AskResult(list[AgentMessage]):
 
 def _sender(message: AgentMessage) -> str:
     return message.sender.name if message.sender is not None else "?"
-
-
-def _one_line(text: str, limit: int = 300) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def _plain(message: AgentMessage) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic_ai.exceptions import ModelAPIError, ModelContextWindowExceededError
 
+from aklab._text import one_line
 from aklab.errors import AklabError
 from aklab.secrets import redact, shown_url
 
@@ -102,8 +103,7 @@ def _status_sent_as_200(exc: BaseException) -> int | None:
 
 
 def _first_line(exc: BaseException | str, limit: int = 160) -> str:
-    text = " ".join(str(exc).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return one_line(str(exc), limit)
 
 
 def _server_message(exc: BaseException, limit: int = 120) -> str | None:
@@ -115,8 +115,7 @@ def _server_message(exc: BaseException, limit: int = 120) -> str | None:
             inner = body.get("error", body)
             body = inner.get("message") if isinstance(inner, dict) else inner
         if isinstance(body, str) and body.strip():
-            text = " ".join(body.split())
-            return text if len(text) <= limit else text[: limit - 1] + "…"
+            return one_line(body, limit)
     return None
 
 

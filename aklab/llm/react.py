@@ -62,6 +62,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.usage import UsageLimits
 
+from aklab._text import one_line
 from aklab.errors import AklabError
 from aklab.llm._loop import agent_loop
 from aklab.llm.config import RECENT_RUNS, CompactionConfig, ModelConfig, RuntimeConfig
@@ -716,11 +717,6 @@ def _is_control(exc: BaseException) -> bool:
     return type(exc).__module__.split(".", 1)[0] == "pydantic_ai"
 
 
-def _one_line(text: str, limit: int = 300) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
 @dataclass
 class _ToolGuard(AbstractCapability[Any]):
     """Innermost around every tool call: any failure is a retry prompt, never the thread's end.
@@ -739,7 +735,7 @@ class _ToolGuard(AbstractCapability[Any]):
             if _is_control(exc):
                 raise
             text = str(exc) or repr(exc)
-            raise ModelRetry(redact(_one_line(f"tool {call.tool_name} failed: {type(exc).__name__}: {text}"))) from exc
+            raise ModelRetry(redact(one_line(f"tool {call.tool_name} failed: {type(exc).__name__}: {text}"))) from exc
         return _sendable(result)
 
 
@@ -801,7 +797,7 @@ def _sendable(result: Any) -> Any:
         pydantic_core.to_json(result, fallback=None)
     except Exception:
         try:
-            return _one_line(repr(result), 2000)
+            return one_line(repr(result), 2000)
         except Exception:
             return f"<{type(result).__name__} object>"
     return result
