@@ -36,7 +36,7 @@ from datetime import date
 from functools import partial
 from typing import Any, TypeVar
 
-from aklab.agent.capabilities import MailboxCapability, RunInterruptedError, is_cancel
+from aklab.agent.capabilities import MailboxCapability, RunInterruptedError, cancel_reason, is_cancel
 from aklab.agent.capabilities.recipients import RecipientCheckCapability
 from aklab.agent.config import AgentConfig, AgentState
 from aklab.agent.digest import turn_line
@@ -398,8 +398,8 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         return self._system.asks.running(self.ask_id, self._react_agent.interrupt, self.config.name)
 
     def _cancels_purged(self, removed: list[Any]) -> None:
-        reasons = [r for r in (getattr(m, "reason", None) for m in removed) if isinstance(r, str) and r.strip()]
-        self._cancel_reason = reasons[-1].strip() if reasons else None
+        reasons = [r for r in map(cancel_reason, removed) if r is not None]
+        self._cancel_reason = reasons[-1] if reasons else None
 
     # -- what a resume needs (only when the team keeps an event store) --------------------------
     def _snapshot(self) -> None:

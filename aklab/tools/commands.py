@@ -121,11 +121,7 @@ class CommandRegistry:
         lines = [f"Commands {agent} obeys, each sent as a message of its own (/name arguments):"]
         for descriptor in self.descriptors():
             params = inspect.signature(self._commands[descriptor.name][0]).parameters
-            args = " ".join(
-                arg if params[arg].default is inspect.Parameter.empty else f"[{arg}]"
-                for arg in descriptor.args
-                if arg in params
-            )
+            args = " ".join(_usage(params[arg]) for arg in descriptor.args if arg in params)
             usage = f"/{descriptor.name} {args}" if args else f"/{descriptor.name}"
             lines.append(f"{usage} — {descriptor.description}" if descriptor.description else usage)
         lines.append("Any other text starting with / goes to the model as it is.")
@@ -171,6 +167,13 @@ class CommandRegistry:
             )
             raise ValueError(f"{exc}; usage: /{command.__name__} {usage}".rstrip()) from None
         return args, kwargs
+
+
+def _usage(param: inspect.Parameter) -> str:
+    """An argument as ``/help`` shows it: required, ``[optional]``, or ``[any ...]`` for ``*args``."""
+    if param.kind is inspect.Parameter.VAR_POSITIONAL:
+        return f"[{param.name} ...]"
+    return param.name if param.default is inspect.Parameter.empty else f"[{param.name}]"
 
 
 def _public(name: str) -> bool:

@@ -41,10 +41,12 @@ class MailboxTool(ToolCard):
         return [read_mailbox]
 
     def get_commands(self, host: ToolHost) -> list[Callable[..., Any]]:
-        def stop() -> str:
+        def stop(*reason: str) -> str:
             """Cancel the current run."""
             # Mid-run, a /stop is purged by the agent's cancel hook before it could be
-            # dispatched; reaching this command therefore proves nothing is running.
+            # dispatched; reaching this command therefore proves nothing is running. Words
+            # after it ("/stop the spec changed") are taken as they are mid-run, where any
+            # text starting with /stop cancels: the answer must not depend on when it lands.
             return NO_RUN_TO_CANCEL
 
         return [stop]

@@ -302,6 +302,18 @@ def test_a_cancel_with_a_reason_tells_the_human_why(system: ActorSystem) -> None
     assert [m.content for m in team.inbox.messages] == ["Run interrupted: the budget review is over. (@Worker)"]
 
 
+def test_a_stop_with_words_after_it_tells_the_human_them_as_the_reason(system: ActorSystem) -> None:
+    gated = GatedModel([send(("@Human", "response", "never"))])
+    gated.hold(0)
+    team, worker, _ = _team(system, gated)
+    _human_says(team, worker, "work")
+    assert gated.entered[0].wait(10)
+    _lands_now(team, worker, AgentMessage(content="/stop  the spec changed "))
+    gated.release[0].set()
+    team.settle()
+    assert [m.content for m in team.inbox.messages] == ["Run interrupted: the spec changed. (@Worker)"]
+
+
 class Unpreviewable(AgentMessage):
     """Mail whose preview fails (a bug in a custom message class)."""
 

@@ -150,6 +150,18 @@ def test_help_lists_each_public_command_as_typed_unless_a_card_brings_its_own() 
     assert registry.dispatch("/help") == "mine"
 
 
+def test_a_command_taking_any_words_is_shown_so_and_stop_answers_the_same_with_or_without_them() -> None:
+    from aklab.tools import MailboxTool
+    from aklab.tools.mailbox import NO_RUN_TO_CANCEL
+
+    registry = CommandRegistry()
+    for command in MailboxTool().get_commands(None):  # type: ignore[arg-type]
+        registry.register(command)
+    assert registry.help_text("@Dev").splitlines()[1] == "/stop [reason ...] — Cancel the current run."
+    # mid-run any text starting with /stop cancels: idle, it must not be an error instead
+    assert registry.dispatch("/stop") == registry.dispatch("/stop the spec changed") == NO_RUN_TO_CANCEL
+
+
 def test_help_to_an_agent_answers_without_a_model_call_or_a_note_for_its_model() -> None:
     import json
 
@@ -172,7 +184,7 @@ def test_help_to_an_agent_answers_without_a_model_call_or_a_note_for_its_model()
         assert reply.type == "notification" and reply.sender is not None and reply.sender.name == "@Manager"
         lines = reply.content.splitlines()
         assert "/hire_member role [name] — Hire a member by role; returns the new member's address." in lines
-        assert {"/clear", "/compact", "/stop", "/team_members"} <= {line.split(" —")[0] for line in lines}
+        assert {"/clear", "/compact", "/stop [reason ...]", "/team_members"} <= {line.split(" —")[0] for line in lines}
         assert prompts == [] and lab.usage().empty  # no model request
         assert [m.content for m in lab.ask("Say hello", timeout=20)] == ["hello"]
         [prompt] = prompts

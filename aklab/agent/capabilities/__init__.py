@@ -4,8 +4,16 @@ from aklab.agent.capabilities.mailbox import (
     MailboxCapability,
     MailboxRenderError,
     RunInterruptedError,
+    cancel_reason,
     is_cancel,
     render_arrival_notice,
 )
 
-__all__ = ["MailboxCapability", "MailboxRenderError", "RunInterruptedError", "is_cancel", "render_arrival_notice"]
+__all__ = [
+    "MailboxCapability",
+    "MailboxRenderError",
+    "RunInterruptedError",
+    "cancel_reason",
+    "is_cancel",
+    "render_arrival_notice",
+]

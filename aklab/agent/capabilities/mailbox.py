@@ -39,6 +39,7 @@ __all__ = [
     "MailboxCapability",
     "MailboxRenderError",
     "RunInterruptedError",
+    "cancel_reason",
     "is_cancel",
     "render_arrival_notice",
 ]
@@ -69,6 +70,16 @@ def is_cancel(message: Any, *, allow_agents: bool = False) -> bool:
         return False
     sender = getattr(message, "sender", None)
     return allow_agents or (sender is not None and bool(sender.is_user_proxy))
+
+
+def cancel_reason(message: Any) -> str | None:
+    """Why a cancel was sent: a ``CancelMessage``'s ``reason``, or the words after ``/stop``."""
+    reason = getattr(message, "reason", None)
+    if reason is None and isinstance(getattr(message, "content", None), str):
+        reason = message.content.strip()[len(STOP_COMMAND) :]
+    if not isinstance(reason, str):
+        return None
+    return reason.strip() or None
 
 
 def render_arrival_notice(lines: list[str], *, any_offered: bool) -> str:
