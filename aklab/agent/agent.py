@@ -6,7 +6,9 @@ Choices where the reference leaves room:
   ``AgentConfig.commands_from_agents`` is set; from anyone else, a ``/text`` is just text
   for the model. A model therefore cannot fire a member by writing ``/fire_member``.
 - A slash command's result is recorded for the model as an *operator action* folded into
-  its next prompt (not as a tool call of its own).
+  its next prompt (not as a tool call of its own), and goes back to whoever sent the
+  command, one line each, a teammate's mid-run ``/stop`` included
+  (``aklab.agent.command_replies``).
 - A model or provider failure during a turn tells the human in one line (what failed
   and what to do, e.g. ``context full: /compact or /clear``) and is reported as an
   ``ErrorMessage``; the agent keeps handling its next message.
@@ -38,6 +40,7 @@ from typing import Any, TypeVar
 
 from aklab.agent.capabilities import MailboxCapability, RunInterruptedError, cancel_reason, is_cancel
 from aklab.agent.capabilities.recipients import RecipientCheckCapability
+from aklab.agent.command_replies import reply_to_command, stops_from_teammates, undelivered_reply
 from aklab.agent.config import AgentConfig, AgentState
 from aklab.agent.digest import turn_line
 from aklab.agent.events import (
@@ -60,7 +63,7 @@ from aklab.llm.failures import RunCancelledError
 from aklab.llm.output_modes import messages_item_type
 from aklab.tools import CommandDescriptor, CommandNotRecognized, CommandsAnnouncedEvent, TeamTool, ToolCard, ToolFactory
 from aklab.tools.context import markers_in
-from aklab.tools.mailbox import NO_RUN_TO_CANCEL, MailboxTool
+from aklab.tools.mailbox import NO_RUN_TO_CANCEL, MailboxTool, run_cancelled
 
 __all__ = ["BaseAgent"]
 
@@ -320,7 +323,10 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         )
 
     def on_undelivered(self, message: Message, reason: str) -> None:
-        """A message this agent sent was dropped (its recipient failed to start): say so, once."""
+        """A message this agent sent was dropped (its recipient failed to start): say so, once.
+        A reply to a teammate's command is only logged: its sender left, no one is waiting."""
+        if undelivered_reply(self, message, reason):
+            return
         super().on_undelivered(message, reason)
         if isinstance(message, AgentMessage):
             self.notify_human(f"{self.config.name}'s message was not delivered: {reason}. Ask again or check the team.")
@@ -400,6 +406,8 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
     def _cancels_purged(self, removed: list[Any]) -> None:
         reasons = [r for r in map(cancel_reason, removed) if r is not None]
         self._cancel_reason = reasons[-1] if reasons else None
+        for stop in stops_from_teammates(removed):  # a person hears of it from _interrupted
+            reply_to_command(self, stop, run_cancelled(self.config.name))
 
     # -- what a resume needs (only when the team keeps an event store) --------------------------
     def _snapshot(self) -> None:
@@ -621,11 +629,7 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
     def _dispatch_command(self, message: AgentMessage, sender: ActorAddress | None) -> bool:
         """Run a ``/command``; False if it is not one (the text then goes to the model)."""
         if self._command_registry.asks_for_help(message.content):  # nothing changes: not told to the model
-            if sender is not None:
-                self.send(
-                    sender,
-                    AgentMessage(content=self._command_registry.help_text(self.config.name), type="notification"),
-                )
+            reply_to_command(self, message, self._command_registry.help_text(self.config.name))
             return True
         try:
             result = self._command_registry.dispatch(message.content)
@@ -634,8 +638,7 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         if result is None:
             return True
         operator = sender.name if sender is not None else "@Operator"
-        if sender is not None:
-            self.send(sender, AgentMessage(content=result, type="notification"))
+        reply_to_command(self, message, result)
         self._pending_notes.append(f"Operator action by {operator}: {message.content}\nResult: {result}")
         self.notify_event(
             OperatorActionEvent(agent=self.config.name, operator=operator, command=message.content, result=result)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import Protocol, runtime_checkable
 
+from pydantic import PrivateAttr
+
 from aklab._text import one_line
 from aklab.agent.output_models import REPLY_PROTOCOLS, Intent
 from aklab.core import Message
@@ -41,6 +43,8 @@ class AgentMessage(Message):
 
     type: Intent = "request"
     content: str
+    _command_reply: bool = PrivateAttr(default=False)
+    """A member's answer to a ``/command`` a teammate sent it (``aklab.agent.command_replies``)."""
 
     def sender_name(self) -> str:
         return self.sender.name if self.sender is not None else "@Unknown"

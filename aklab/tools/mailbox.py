@@ -12,9 +12,15 @@ from typing import Any
 
 from aklab.tools.card import ToolCard, ToolHost, offered_when
 
-__all__ = ["NO_RUN_TO_CANCEL", "MailboxTool"]
+__all__ = ["NO_RUN_TO_CANCEL", "MailboxTool", "run_cancelled"]
 
 NO_RUN_TO_CANCEL = "There is no run to cancel."
+
+
+def run_cancelled(agent: str) -> str:
+    """What a teammate whose ``/stop`` cancelled ``agent``'s run is told (a person is told by
+    the agent's own notice instead)."""
+    return f"{agent}'s run was cancelled."
 
 
 class MailboxTool(ToolCard):

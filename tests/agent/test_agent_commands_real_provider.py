@@ -3,7 +3,8 @@ model over loopback, in tool and prompted output modes. By default only a human 
 an agent, so the Manager's model writing "/fire_member @QA" or "/stop" to the Developer fires
 and stops no one: the Developer's model reads it as text. With ``commands_from_agents`` on the
 Developer's config the same message is obeyed without the Developer's model, and the result
-goes back to the Manager as a notification; a /stop reaching the Developer mid-run ends it."""
+goes back to the Manager as a notification; a /stop reaching the Developer mid-run ends it, and
+the Manager is told so."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from aklab.lab.teamfile import team_from_dict
 from aklab.lab.teams import TeamSpec
 from aklab.llm import ModelConfig
 from aklab.llm.config import OutputModeSetting
-from aklab.tools.mailbox import NO_RUN_TO_CANCEL
+from aklab.tools.mailbox import NO_RUN_TO_CANCEL, run_cancelled
 from tests.fakeserver import Behaviour, FakeOpenAI, hang, last_user_text, output
 
 TEAM = {
@@ -140,6 +141,10 @@ def test_with_commands_from_agents_a_stop_from_a_model_ends_the_teammates_run(
     fake_openai.default = lambda body: hang() if _said(body) == "Write the parser." else respond(body)
     with _lab(fake_openai, mode, commands_from_agents=True) as lab:
         replies = lab.ask("Get a parser written, then stop.", timeout=20)
-        assert [(m.type, m.content) for m in replies] == [("notification", "Run interrupted. (@Developer)")]
+        assert [(m.type, m.content) for m in replies] == [
+            ("notification", "Run interrupted. (@Developer)"),  # the human, told as ever
+            ("response", f"Developer said: {run_cancelled('@Developer')}"),  # the Manager, told too
+        ]
         assert lab.errors() == []
     assert all(_said(b) != "/stop" for b in fake_openai.bodies), "the /stop reached a model"
+    assert _said(fake_openai.bodies[-1]) == "@Developer's run was cancelled."
