@@ -40,7 +40,7 @@ from typing import Any, TypeVar
 
 from aklab.agent.capabilities import MailboxCapability, RunInterruptedError, cancel_reason, is_cancel
 from aklab.agent.capabilities.recipients import RecipientCheckCapability
-from aklab.agent.command_replies import reply_to_command, stops_from_teammates, undelivered_reply
+from aklab.agent.command_replies import done_line, reply_to_command, stops_from_teammates, undelivered_reply
 from aklab.agent.config import AgentConfig, AgentState
 from aklab.agent.digest import turn_line
 from aklab.agent.events import (
@@ -636,6 +636,8 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         except CommandNotRecognized:
             return False
         if result is None:
+            if sender is not None and not sender.is_user_proxy:
+                reply_to_command(self, message, done_line(message.content))
             return True
         operator = sender.name if sender is not None else "@Operator"
         reply_to_command(self, message, result)

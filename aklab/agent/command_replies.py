@@ -1,7 +1,9 @@
 """Replies to the ``/commands`` a member obeys: whoever sent one gets one line back.
 
 - A command's result, or its ``Error in /name: ...`` line, goes back to its sender as a
-  notification; a bare ``/help`` gets the help text.
+  notification; a bare ``/help`` gets the help text. A command that returns nothing says
+  nothing to a person (the registry's "handled, nothing to say"), but a teammate is told
+  ``/name: done.``: its model would otherwise never learn that the command went through.
 - A ``/stop`` either cancels a run or finds none, and its sender hears which. Mid-run, the
   agent's cancel hook takes every queued stop out of the mailbox (the purge), and each
   teammate that sent one is told ``"@Name's run was cancelled."`` (a person is told by the
@@ -28,9 +30,15 @@ from aklab.agent.messages import AgentMessage
 from aklab.core import Akgent, Message
 from aklab.errors import ActorGoneError
 
-__all__ = ["reply_to_command", "stops_from_teammates", "undelivered_reply"]
+__all__ = ["done_line", "reply_to_command", "stops_from_teammates", "undelivered_reply"]
 
 log = logging.getLogger("aklab.agent")
+
+
+def done_line(command: str) -> str:
+    """What a teammate is told of a command that returned nothing."""
+    head = command.strip().split(maxsplit=1)[:1]
+    return f"{head[0] if head else command}: done."
 
 
 def stops_from_teammates(removed: list[Any]) -> list[AgentMessage]:

@@ -362,6 +362,7 @@ ANSWERS: list[tuple[str, Callable[[str], bool]]] = [
     ("/planning_summary", lambda r: r == "(no tasks)"),
     ("/search_planning parser", lambda r: r == "(no tasks match 'parser')"),
     ("/get_planning_task T9", lambda r: r == "Error in /get_planning_task: unknown task id 'T9'; valid ids: none yet"),
+    ("/noop", lambda r: r == "/noop: done."),  # before: nothing at all
     ("/clear now", lambda r: r.startswith("Error in /clear: too many positional arguments; usage: /clear")),
     ("/no_such_command", lambda r: r == "I read: /no_such_command"),  # not a command: the model's answer
 ]
