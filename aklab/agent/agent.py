@@ -352,9 +352,20 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         is returned (or the interruption re-raised if the type has required fields).
         """
         current = self.current_message
+        self._cancel_reason = None  # a stop's reason left by a command it interrupted (/compact) is not this run's
         if self._replay or self._react_agent.replay:  # answers stored for this handling; none left from the last
             self._react_agent.replay = deque(self._replay.pop(current.id, ()) if current is not None else ())
-        self._react_agent.maybe_compact(deps=self)
+        try:
+            with self._asks_running():  # a summary request for compaction is stopped like a run
+                self._react_agent.maybe_compact(deps=self)
+        except RunCancelledError:
+            self._purge_cancels()
+            return self._interrupted(output_type)
+        if self._react_agent.summary_failed:
+            self.notify_human(
+                f"{self.config.name} could not summarize its older turns ({self._react_agent.summary_failed}); "
+                "they were dropped to make room, and its answer follows."
+            )
         prompt: list[Any] = [*self._pending_notes]
         self._pending_notes.clear()
         block = self._deliver_context_update()
@@ -671,7 +682,12 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         """Shorten the conversation, keeping the most recent turns."""
         cfg = self.config.compaction_cfg
         try:
-            removed = self._react_agent.compact(deps=self)
+            with self._asks_running():  # its summary request is stopped as a run is
+                removed = self._react_agent.compact(deps=self)
+        except RunCancelledError:
+            self._purge_cancels()  # the /stop that did it is answered here, not run as a command after
+            self._cancel_reason = None
+            raise ModelError("stopped before the summary came back. Nothing was compacted.") from None
         except AklabError:
             raise
         except Exception as exc:  # the summary request: a provider's raw error is no line for a human

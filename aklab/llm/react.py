@@ -189,6 +189,9 @@ class ReactAgent:
         #: Whether the last run's final answer stopped at the model's max_tokens (its finish
         #: reason "length"): what was written is used, and the agent says it was cut.
         self.last_cut = False
+        #: Why the last automatic compaction's summary request failed (old runs were dropped
+        #: instead), or None.
+        self.summary_failed: str | None = None
         model = self._resolved.model
         self._can_stream = runtime.stream and model_can_stream(model)
         self._agent: Agent[Any, Any] = _SchemaSharingAgent(
@@ -544,9 +547,30 @@ class ReactAgent:
         limit = self._context_length if self.compaction_cfg.enabled else None
         if not limit or self._context_size <= limit * self.compaction_cfg.trigger_ratio:
             return folded
-        self._context_size = 0
-        removed = folded + self.compact(deps)
+        size, self._context_size = self._context_size, 0
+        try:
+            removed = folded + self._compact_or_slide(deps)
+        except RunCancelledError:
+            self._context_size = size  # still full: the next turn compacts
+            raise
         return removed + self.fit_tokens(int(limit * self.compaction_cfg.trigger_ratio / 2))
+
+    def _compact_or_slide(self, deps: Any) -> int:
+        """``compact``; if its summary request fails (not when it is interrupted), the old runs
+        are dropped instead (sliding window) and ``summary_failed`` says why, so the turn that
+        needed the room still runs."""
+        self.summary_failed = None
+        try:
+            return self.compact(deps)
+        except RunCancelledError:
+            raise
+        except Exception as exc:
+            if self.compaction_cfg.strategy != "summarize":
+                raise
+            cause = exc.cause if isinstance(exc, _Breach) else exc
+            self.summary_failed = self.describe(cause)
+            log.warning("summary for compaction failed (%s); old runs dropped instead", self.summary_failed)
+            return self.compact_sliding(keep_runs=self.compaction_cfg.keep_last)
 
     def fit_tokens(self, budget: int) -> int:
         """Drop old runs, then cut long parts, until the history's estimate fits ``budget`` tokens.

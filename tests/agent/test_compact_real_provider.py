@@ -9,12 +9,14 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import pytest
+
 from aklab.lab import Lab
 from aklab.lab.teamfile import TeamSpec, team_from_dict
 from aklab.llm import ModelConfig
 from aklab.llm.config import CompactionConfig
 from aklab.llm.react import SUMMARY_PROMPT
-from tests.fakeserver import FakeOpenAI, echo, http_error, last_user_text, text
+from tests.fakeserver import FakeOpenAI, Usage, echo, hang, http_error, last_user_text, text
 
 SOLO = {"name": "solo", "entry": "Solo", "roles": [{"role": "Solo", "prompt": "You are Solo."}]}
 
@@ -90,4 +92,93 @@ def test_a_failed_summary_request_is_one_readable_line_and_the_history_stays_who
         assert _said(lab, "Capital of Chile?") == [("response", "OK: Capital of Chile?")]
         after = json.dumps(fake_openai.bodies[-1]["messages"])
         assert "Capital of France?" in after and "Capital of Peru?" in after and "Summary of" not in after
+        assert lab.errors() == []
+
+
+# -- automatic compaction with the summarize strategy ------------------------------------------------
+
+#: A small context, and answers that report filling most of it: the next turn compacts first.
+FULL_TURN = Usage(prompt_tokens=900, completion_tokens=20)
+
+
+@contextmanager
+def _filled(fake_openai: FakeOpenAI) -> Iterator[Lab]:
+    """A summarizing Solo whose two answered turns filled its 1,000-token context."""
+    cfg = ModelConfig(
+        provider="openai-compatible", model="fake", base_url=fake_openai.url, retries=0, context_length=1_000
+    )
+    with Lab(_summarizing(keep_last=1), model=cfg, store=False) as lab:
+        fake_openai.push(text("Paris.", usage=FULL_TURN))
+        assert _said(lab, "Capital of France?") == [("response", "Paris.")]
+        fake_openai.push(text("Lima.", usage=FULL_TURN))
+        assert _said(lab, "Capital of Peru?") == [("response", "Lima.")]
+        yield lab
+
+
+def test_a_stop_during_an_automatic_summary_interrupts_it_and_the_team_answers_next(
+    fake_openai: FakeOpenAI,
+) -> None:
+    """The summary request a full context triggers is part of the turn: stopping the ask
+    abandons it at once, told as any stopped run, and nothing fails."""
+    with _filled(fake_openai) as lab:
+        fake_openai.push(hang())
+        try:
+            lab.send("Capital of Chile?")
+            assert fake_openai.wait_hanging(5), "the summary request never reached the server"
+            assert last_user_text(fake_openai.bodies[-1]) == SUMMARY_PROMPT
+            assert lab.stop() == ["@Solo"]
+            assert lab.wait(5)
+        finally:
+            fake_openai.release()
+        assert [m.content for m in lab.replies()][-1] == "Run interrupted. (@Solo)"
+        assert lab.errors() == []
+        fake_openai.push(text("Summary: Paris, Lima."), text("Santiago."))
+        assert _said(lab, "Capital of Chile?") == [("response", "Santiago.")]
+        assert lab.errors() == []
+
+
+def test_a_failed_automatic_summary_drops_the_old_turns_says_so_and_the_turn_runs(fake_openai: FakeOpenAI) -> None:
+    with _filled(fake_openai) as lab:
+        fake_openai.push(http_error(500), text("Santiago."))
+        said = _said(lab, "Capital of Chile?")
+        assert said == [
+            (
+                "notification",
+                "@Solo could not summarize its older turns (the model server failed (HTTP 500: internal server "
+                "error); ask again); they were dropped to make room, and its answer follows.",
+            ),
+            ("response", "Santiago."),
+        ]
+        sent = json.dumps(fake_openai.bodies[-1]["messages"])
+        assert "Capital of Chile?" in sent and "Capital of Peru?" in sent  # the last turn is kept
+        assert lab.errors() == []
+
+
+@pytest.mark.parametrize("how", ["/stop", "lab.stop"])
+def test_a_stop_during_compact_is_one_line_and_leaves_no_reason_for_the_next_stopped_run(
+    fake_openai: FakeOpenAI, how: str
+) -> None:
+    with _two_turns(fake_openai) as lab:
+        fake_openai.push(hang())
+        try:
+            lab.send("/compact")
+            assert fake_openai.wait_hanging(5), "the summary request never reached the server"
+            if how == "/stop":
+                lab.send("/stop the spec changed")
+            else:
+                assert lab.stop() == ["@Solo"]
+            assert lab.wait(5)
+        finally:
+            fake_openai.release()
+        stopped = "Error in /compact: stopped before the summary came back. Nothing was compacted."
+        assert [m.content for m in lab.replies()][2:] == [stopped]  # not also "There is no run to cancel."
+        fake_openai.push(hang())
+        try:
+            lab.send("Capital of Chile?")
+            assert fake_openai.wait_for(lambda f: f.hanging == 1 and len(f.bodies) == 4)
+            assert lab.stop() == ["@Solo"]
+            assert lab.wait(5)
+        finally:
+            fake_openai.release()
+        assert [m.content for m in lab.replies()][-1] == "Run interrupted. (@Solo)"
         assert lab.errors() == []
