@@ -7,15 +7,24 @@ question that started it, the agents that made its requests (``agents``: ``"@Man
 whether it was ``ok``: False when a ``Notice`` reached the human in it (an agent could not
 answer, a run was interrupted, a limit was hit, an answer was cut off, a message was not
 delivered) or it was stopped or tripped the team guard (``AskCancelledEvent``), as
-``aklab.lab.frames`` defines it. An ask the store shows still at work (no reply, notice or
-stop in it yet, and a message of it to a member not handled to its end) is <NA> while a lab
-runs its team, and False once none does (its kernel died, or its lab closed, before it
-ended: it did not run to its end, and only a resume takes it up again). ``messages`` has
-one row per message sent (and delivered, or still to be). With ``agent`` or ``model``
-filters, figures count only the matching requests (an ask's row then says what that agent
-or model cost within it), while ``ok`` is the whole ask's. Times are UTC;
+``aklab.lab.frames`` defines it. An ask the store shows still at work (no notice or stop
+in it, and a message of it to a member not handled to its end: a reply to the person does
+not end it, since the team may go on working after it) is <NA> while a lab runs its team,
+and False once none does (its kernel died, or its lab closed, before it ended: it did not
+run to its end, and only a resume takes it up again); see ``aklab.store._ask_ends`` for
+how that is read without reading every handling's end. A team stored without the ends of
+its handlings (a ``StoreSubscriber`` attached by hand to a bare system, not through a
+``Lab``) cannot tell whether work is pending: an ask of it without a reply is <NA>
+(unknown, whether or not it still runs), one with a reply True. An ask with no model
+request (queued, its first request in flight, or a command answered without a model) has
+its row from its question on, with zero requests, tokens and cost, as in
+``lab.usage(by="ask")``. ``first_at`` and ``last_at`` are its first and last record (its
+question; its last message or model request, after its reply if the team went on).
+``messages`` has one row per message sent (and delivered, or still to be). With ``agent``
+or ``model`` filters, figures count only the matching requests (an ask's row then says
+what that agent or model cost within it), while ``ok`` is the whole ask's. Times are UTC;
 ``since``/``until`` select records made in ``[since, until)``; ``ok`` is still the whole
-ask's (a notice or stop after ``until`` counts).
+ask's (a notice, a stop or work after ``until`` counts).
 
 pandas is imported when ``history`` is called, not when ``aklab.store`` is.
 """
@@ -28,6 +37,8 @@ from typing import TYPE_CHECKING, Any
 
 from aklab._text import counted
 from aklab.errors import ConfigError
+from aklab.store._ask_ends import at_work, failed_outside, message_row
+from aklab.store._ask_ends import fields as _fields
 from aklab.store._base import EventStore, StoredRecord, TeamInfo, matching_teams, to_utc
 from aklab.store._progress import ReadProgress
 
@@ -106,7 +117,7 @@ _ASK_DTYPES = {
     "last_at": "datetime64[us, UTC]",
     "runs": "int64",
     "requests": "int64",
-    **dict.fromkeys(_TOKENS, "int64"),  # nothing unknown (as lab.usage())
+    **dict.fromkeys(_TOKENS, "int64"),  # nothing unknown (as lab.usage()); zero before any request
     "cost_usd": "Float64",
     "ok": "boolean",  # <NA> while an ask is at work, as in lab.usage(by="ask")
 }
@@ -151,9 +162,10 @@ def history(
     team_ids: list[str | None] = [None]
     if team is not None:
         team_ids = [*_team_ids(store, teams, team)]
-    usage_rows, message_rows, failed = _read(store, team_ids, since_utc, until_utc)
+    read = _read(store, team_ids, since_utc, until_utc)
+    usage_rows, message_rows, failed = read.usage, read.messages, read.failed
     every_message = message_rows
-    at_work = _at_work(store, message_rows, failed)
+    working = at_work(store, _whole_asks(message_rows, read.whole), failed, read.unsent)
     who = (
         None
         if agent is None
@@ -174,7 +186,8 @@ def history(
     if model is not None:  # messages carry no model: keep those of the asks that used it
         messages = messages[messages["ask_id"].isin(set(usage["ask_id"]))].reset_index(drop=True)
     runs = _runs_frame(usage)
-    asks = _asks_frame(usage, messages, questions, names, failed, at_work)
+    recorded = [u["recorded_at"] for u in usage_rows]  # when each request's record was made: after it
+    asks = _asks_frame(usage, recorded, messages, questions, names, failed, working)
     return History(asks=asks, runs=runs, usage=usage, messages=messages)
 
 
@@ -217,13 +230,23 @@ def _team_ids(store: EventStore, teams: list[TeamInfo], team: str) -> list[str]:
         raise
 
 
-def _read(
-    store: EventStore, team_ids: list[str | None], since: datetime | None, until: datetime | None
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], set[str]]:
-    """The usage rows and the message rows of ``team_ids``' records in ``[since, until)``, in
-    the order they were stored, without the messages a crashed handling never delivered
-    (``UnsentMessagesEvent``, recorded by a resume), and the asks that were not ok (a
-    ``Notice`` delivered, or stopped or tripped). Read newest first, a page at a time."""
+@dataclass
+class _Read:
+    usage: list[dict[str, Any]]
+    """The usage rows, in the order stored."""
+    messages: list[dict[str, Any]]
+    """The message rows, in the order stored, without those never delivered."""
+    failed: set[str]
+    """The asks that were not ok (a ``Notice`` delivered, or stopped or tripped)."""
+    unsent: set[str]
+    """The ids of the messages a crashed handling never delivered (``UnsentMessagesEvent``)."""
+    whole: list[dict[str, Any]]
+    """In a time window: the messages of its asks that are not failed, read whole."""
+
+
+def _read(store: EventStore, team_ids: list[str | None], since: datetime | None, until: datetime | None) -> _Read:
+    """``team_ids``' records in ``[since, until)`` as rows (see ``_Read``). Read newest
+    first, a page at a time; in a time window, each of its asks is read whole too."""
     found: list[tuple[int, bool, dict[str, Any]]] = []
     unsent: set[str] = set()
     failed: set[str] = set()
@@ -242,7 +265,7 @@ def _read(
                 if r.event_type == "LlmUsageEvent":
                     found.append((r.seq, True, _usage_row(r)))
                 elif r.kind == "SentMessage":
-                    found.append((r.seq, False, _message_row(r)))
+                    found.append((r.seq, False, message_row(r)))
                 elif r.event_type == "AskCancelledEvent" and r.ask_id:
                     failed.add(r.ask_id)
                 elif r.event_type == "UnsentMessagesEvent":
@@ -256,39 +279,20 @@ def _read(
     usage_rows = [row for _, usage, row in found if usage]
     message_rows = [row for _, usage, row in found if not usage and row["message_id"] not in unsent]
     failed.update(m["ask_id"] for m in message_rows if m["message_class"] == "Notice" and m["ask_id"])
+    whole: list[dict[str, Any]] = []
     if since is not None or until is not None:
-        failed |= _failed_outside(store, usage_rows, message_rows, failed, unsent)
-    return usage_rows, message_rows, failed
+        outside, whole = failed_outside(store, usage_rows, message_rows, failed, unsent)
+        failed |= outside
+    return _Read(usage_rows, message_rows, failed, unsent, whole)
 
 
-def _failed_outside(
-    store: EventStore,
-    usage_rows: list[dict[str, Any]],
-    message_rows: list[dict[str, Any]],
-    failed: set[str],
-    unsent: set[str],
-) -> set[str]:
-    """The asks of a time window that were not ok by a notice or a stop recorded outside it
-    (an ask that straddles ``until`` may be stopped or told of a failure after it): ``ok`` is
-    the whole ask's, as with the agent and model filters. One indexed read per ask."""
-    asks = {(row["team_id"], row["ask_id"]) for row in (*usage_rows, *message_rows) if row["ask_id"]}
-    found: set[str] = set()
-    for team_id, ask_id in asks:
-        if ask_id in failed:
-            continue
-        for r in store.records(team_id, ask_id=ask_id, kinds=["SentMessage", "AskCancelledEvent"]):
-            if r.event_type == "AskCancelledEvent" or (
-                r.kind == "SentMessage" and r.message_id not in unsent and _message_row(r)["message_class"] == "Notice"
-            ):
-                found.add(ask_id)
-                break
-    return found
-
-
-def _fields(payload: dict[str, Any], name: str) -> dict[str, Any]:
-    value = (payload.get("fields") or {}).get(name) or {}
-    data = value.get("$data") if isinstance(value, dict) and "$type" in value else value
-    return data if isinstance(data, dict) else {}
+def _whole_asks(message_rows: list[dict[str, Any]], whole: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The window's messages and those of its asks read whole, once each, in seq order."""
+    if not whole:
+        return message_rows
+    by_seq = {m["seq"]: m for m in message_rows}
+    by_seq.update((m["seq"], m) for m in whole)
+    return [by_seq[seq] for seq in sorted(by_seq)]
 
 
 def _usage_row(record: StoredRecord) -> dict[str, Any]:
@@ -313,66 +317,8 @@ def _usage_row(record: StoredRecord) -> dict[str, Any]:
         "estimated": bool(e.get("estimated", False)),
         "cost_source": e.get("cost_source"),
         "ok": bool(e.get("ok", True)),
+        "recorded_at": record.created_at,  # not a column
     }
-
-
-def _message_row(record: StoredRecord) -> dict[str, Any]:
-    inner = (record.payload.get("fields") or {}).get("message") or {}
-    data = _fields(record.payload, "message")
-    klass = str(inner.get("$type", "")) if isinstance(inner, dict) else ""
-    return {
-        "seq": record.seq,
-        "team_id": record.team_id,
-        "ask_id": record.ask_id,
-        "created_at": record.created_at,
-        "sender": record.sender,
-        "recipient": record.recipient,
-        "type": data.get("type"),
-        "content": data.get("content"),
-        "message_id": record.message_id,
-        "message_class": klass.rpartition(".")[2],
-        "to_person": bool(_fields(record.payload, "recipient").get("is_user_proxy")),  # not a column
-    }
-
-
-def _at_work(
-    store: EventStore,
-    message_rows: list[dict[str, Any]],
-    settled: set[str],
-) -> dict[str, bool | None]:
-    """The asks still at work as the store shows them, each with whether a lab runs its team
-    now (None: the store cannot tell): no notice or stop in it (``settled``), no reply to a
-    person (one that got a reply, in the window or after it, is taken as ended; only the few
-    without one in the window are read again, whole), and a message to a member not handled
-    to its end (no ``DispatchedMessage(done=True)`` and not taken out of its mailbox unread:
-    ``HandledMessage``)."""
-    answered: set[str] = set()
-    sent: dict[str, tuple[str, set[str]]] = {}  # ask -> (its team, its messages to members)
-    for m in message_rows:
-        ask_id = m["ask_id"]
-        if not ask_id or ask_id in settled:
-            continue
-        if m["to_person"]:
-            answered.add(ask_id)
-        else:
-            sent.setdefault(ask_id, (m["team_id"], set()))[1].add(m["message_id"])
-    found: dict[str, bool | None] = {}
-    running: dict[str, bool | None] = {}
-    for ask_id, (team_id, waiting) in sent.items():
-        if ask_id in answered:
-            continue
-        kinds = ["DispatchedMessage", "HandledMessage", "SentMessage"]
-        replied = False
-        for r in store.records(team_id, ask_id=ask_id, kinds=kinds):  # the whole ask: it may end after ``until``
-            if r.kind == "SentMessage":
-                replied = replied or _message_row(r)["to_person"]
-            elif r.kind == "HandledMessage" or (r.payload.get("fields") or {}).get("done") is True:
-                waiting.discard(r.message_id or "")
-        if waiting and not replied:
-            if team_id not in running:
-                running[team_id] = store.is_running(team_id)
-            found[ask_id] = running[team_id]
-    return found
 
 
 def _usage_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -421,6 +367,7 @@ def _messages_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 def _asks_frame(
     usage: pd.DataFrame,
+    recorded: list[datetime],
     messages: pd.DataFrame,
     questions: dict[str | None, Any],
     names: dict[str, str],
@@ -429,19 +376,29 @@ def _asks_frame(
 ) -> pd.DataFrame:
     import pandas as pd
 
-    seen: dict[str, dict[str, Any]] = {}
-    for ask_id, team_id, when in zip(messages["ask_id"], messages["team_id"], messages["created_at"], strict=True):
-        _span(seen, ask_id, team_id, when)
-    for ask_id, team_id, when in zip(usage["ask_id"], usage["team_id"], usage["started_at"], strict=True):
-        _span(seen, ask_id, team_id, when)
-    if not seen:  # typed as when there are rows: .dt, sums and comparisons still work
+    recorded_at = pd.to_datetime(pd.Series(recorded, index=usage.index, dtype="object"), utc=True).dt.as_unit("us")
+    times = pd.concat(  # an ask's end is its last record: a request after its reply too
+        [
+            pd.DataFrame({"ask_id": messages["ask_id"], "team_id": messages["team_id"], "at": messages["created_at"]}),
+            pd.DataFrame({"ask_id": usage["ask_id"], "team_id": usage["team_id"], "at": usage["started_at"]}),
+            pd.DataFrame({"ask_id": usage["ask_id"], "team_id": usage["team_id"], "at": recorded_at}),
+        ],
+        ignore_index=True,
+    )
+    times = times[times["ask_id"].notna()]
+    if times.empty:  # typed as when there are rows: .dt, sums and comparisons still work
         return pd.DataFrame({c: pd.Series(dtype=_ASK_DTYPES.get(c, "str")) for c in ASK_COLUMNS})
-    asks = pd.DataFrame(list(seen.values()))
+    spans = times.groupby("ask_id", sort=False)
+    asks = pd.DataFrame(
+        {"team_id": spans["team_id"].first(), "first_at": spans["at"].min(), "last_at": spans["at"].max()}
+    ).reset_index()
     asks["team"] = asks["team_id"].map(lambda t: names.get(t, ""))
     asks["question"] = asks["ask_id"].map(lambda a: questions.get(a))
     asked = usage[usage["ask_id"].notna()]
-    if asked.empty:
-        sums = pd.DataFrame(index=pd.Index([], name="ask_id"))
+    if asked.empty:  # the columns all the same, for the asks of messages alone
+        numbers = {c: pd.Series(dtype="float64") for c in ["requests", *_TOKENS, "cost_usd", "runs"]}
+        sums = pd.DataFrame({**numbers, "agents": pd.Series(dtype="object"), "models": pd.Series(dtype="object")})
+        sums.index.name = "ask_id"
     else:
         grouped = asked.groupby("ask_id", sort=False)
         sums = grouped[["requests", *_TOKENS]].sum(min_count=1)
@@ -450,28 +407,18 @@ def _asks_frame(
         sums["models"] = grouped["model"].agg(lambda m: ", ".join(sorted({str(x) for x in m if isinstance(x, str)})))
         sums["runs"] = grouped["run_id"].nunique()
     asks = asks.merge(sums, how="left", left_on="ask_id", right_index=True)
+    none_yet = ~asks["ask_id"].isin(sums.index)  # no model request (yet): zero, as in lab.usage(by="ask")
     for c in ["requests", "runs"]:
-        asks[c] = asks.get(c, pd.Series(dtype="float64")).fillna(0).astype("int64")
-    for c in _TOKENS:  # unknown counts (or none made yet) stay <NA>: Int64 then, else int64, as in lab.usage()
-        tokens = asks.get(c, pd.Series(dtype="float64")).astype("Int64")
+        asks[c] = asks[c].fillna(0).astype("int64")
+    for c in _TOKENS:  # unknown counts stay <NA>: Int64 then, else int64, as in lab.usage()
+        tokens = asks[c].astype("Int64").mask(none_yet, 0)
         asks[c] = tokens.astype("Int64" if tokens.isna().any() else "int64")
-    asks["cost_usd"] = asks.get("cost_usd", pd.Series(dtype="float64")).astype("Float64")
+    asks["cost_usd"] = asks["cost_usd"].astype("Float64").mask(none_yet, 0.0)
     for c in ["agents", "models"]:  # "" when no model was asked
-        asks[c] = asks.get(c, pd.Series(dtype="object")).fillna("")
+        asks[c] = asks[c].fillna("").astype("str")
     # at work: <NA> while a lab runs it (or the store cannot tell), False once none does
     ended = [a for a, running in at_work.items() if running is False]
     ok = (~asks["ask_id"].isin([*failed, *ended])).astype("boolean")
     asks["ok"] = ok.mask(asks["ask_id"].isin([a for a, running in at_work.items() if running is not False]))
     asks = asks.sort_values("first_at", kind="stable").reset_index(drop=True)
     return asks[ASK_COLUMNS]
-
-
-def _span(seen: dict[str, dict[str, Any]], ask_id: Any, team_id: str, when: Any) -> None:
-    if not isinstance(ask_id, str):
-        return
-    row = seen.get(ask_id)
-    if row is None:
-        seen[ask_id] = {"ask_id": ask_id, "team_id": team_id, "first_at": when, "last_at": when}
-    else:
-        row["first_at"] = min(row["first_at"], when)
-        row["last_at"] = max(row["last_at"], when)

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from aklab._text import counted, totals_text
+from aklab.store._ask_ends import fields as _fields
 from aklab.store._base import EventStore
-from aklab.store._history import PAGE, _fields
+from aklab.store._history import PAGE
 from aklab.store._progress import ReadProgress
 
 __all__ = ["TeamTotals", "team_totals"]
