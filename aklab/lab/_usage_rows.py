@@ -10,6 +10,10 @@ replay) finds them.
 
 Appends come from one thread at a time (the team log delivers one record at a time);
 readers on other threads take a consistent length first and read below it.
+
+It also keeps every ask begun (``begin``: the person's message that started it, and when),
+so that ``lab.usage(by="ask")`` shows an ask from the moment it is sent, queued behind
+another or waiting for its first model request, not only from its first usage.
 """
 
 from __future__ import annotations
@@ -52,6 +56,9 @@ class UsageRows(Sequence[LlmUsageEvent]):
         self._recent_asks: OrderedDict[int, list[int]] = OrderedDict()  # ask id index -> its rows
         self._whole: dict[int, LlmUsageEvent] = {}  # subclasses, kept as they are
         self._len = 0
+        self._begun = array("I")  # ask id index of each ask begun, in the order begun
+        self._begun_at = array("q")  # when (us since the epoch, UTC)
+        self._begun_row = array("q")  # how many usage rows there were then (places it among them)
 
     def _intern(self, text: str | None) -> int:
         i = self._index.get(text)
@@ -99,6 +106,27 @@ class UsageRows(Sequence[LlmUsageEvent]):
             self._flags.append((event.estimated and _ESTIMATED) | (event.ok and _OK) | (naive and _NAIVE))
             self._tail.append(event)
             self._len = row + 1
+
+    def begin(self, ask_id: str, at: datetime) -> None:
+        """Ask ``ask_id`` was begun at ``at`` (a person sent the message that started it):
+        ``asks_begun`` has it from now on, whether or not it ever makes a model request."""
+        utc = at.replace(tzinfo=UTC) if at.tzinfo is None else at
+        with self._lock:
+            self._begun.append(self._intern(ask_id))
+            self._begun_at.append((utc - _EPOCH) // _MICRO)
+            self._begun_row.append(self._len)
+
+    def asks_begun(self) -> dict[str, list[Any]]:
+        """Every ask begun, in the order begun, as columns: ``ask_id``, ``asked_at`` (UTC)
+        and ``row`` (how many usage rows came before it)."""
+        with self._lock:
+            n = len(self._begun)
+            s = self._strings
+            return {
+                "ask_id": [s[i] for i in self._begun[:n]],
+                "asked_at": [_EPOCH + us * _MICRO for us in self._begun_at[:n]],
+                "row": list(self._begun_row[:n]),
+            }
 
     def _row(self, row: int, first_tail: int) -> LlmUsageEvent:
         if row >= first_tail:

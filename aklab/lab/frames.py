@@ -5,7 +5,8 @@ human something went wrong in it (a ``Notice``: an agent could not answer, a run
 interrupted, a usage limit or the team guard was hit, an answer was cut off, a message was
 not delivered) or when it was stopped or tripped the team guard (``AskCancelledEvent``);
 <NA> while it is still running (the team has work of it queued or in a run: asked, it may
-yet fail); True otherwise. It says the ask ran to its end, not that the answer is right (a
+yet fail; a reply to the human does not end it while the team goes on working on it);
+True otherwise. It says the ask ran to its end, not that the answer is right (a
 batch's check says that). A failed request (``ok`` False by request) that the ask got past,
 with no notice (a handling done again after a resume), leaves it True. Its dtype is pandas'
 nullable ``"boolean"`` always, so ``asks[asks.ok]`` and ``asks[~asks.ok]`` both leave out
@@ -44,10 +45,11 @@ USAGE_COLUMNS = [
 ]
 #: Per-request frames (``by="request"``) also say how each row's figures were obtained.
 REQUEST_COLUMNS = [*USAGE_COLUMNS, "estimated", "cost_source", "ok"]
-#: Per-ask frames (``by="ask"``): one row per human message. ``agents`` names every agent
-#: that made a model request for it (``"@Manager, @Developer"``, in the order of their first
-#: request), as ``aklab.history().asks`` does; ``ok`` is as the module docstring says
-#: (``lab.usage`` adds ``question`` after ``ask_id``).
+#: Per-ask frames (``by="ask"``): one row per human message, from the moment it is sent (a
+#: lab's; zero requests, tokens and cost until its first request is counted). ``agents``
+#: names every agent that made a model request for it (``"@Manager, @Developer"``, in the
+#: order of their first request), as ``aklab.history().asks`` does; ``ok`` is as the module
+#: docstring says (``lab.usage`` adds ``question`` after ``ask_id``).
 ASK_COLUMNS = [
     "ask_id",
     "agents",
@@ -125,12 +127,17 @@ def usage_frame(
     ``cost_usd`` is missing (<NA>) for a group with any request that could not be priced.
     By ask, ``ok`` is False for the asks in ``failed_asks``, <NA> for the others in
     ``running_asks`` (as the module docstring says); the usage events alone do not tell, so
-    without ``failed_asks`` it is <NA>.
+    without ``failed_asks`` it is <NA>. A lab's events (``UsageRows``) also know every ask
+    begun: one that has made no model request yet (queued behind another, its first request
+    still in flight, or a command answered without a model) has its row too, with zero
+    requests, tokens and cost, from the moment it was sent; ``started_at`` is when it was
+    sent (else its first request's start).
     """
     if by not in ("agent", "run", "model", "ask", "request"):
         raise ConfigError(f"usage by {by!r}: choose agent, run, model, ask or request")
     if by == "ask":
-        return _by_ask(_raw(events, asks=True), failed_asks, running_asks)
+        begun = getattr(events, "asks_begun", None)  # a lab's UsageRows: the asks sent, with or without usage
+        return _by_ask(_raw(events, asks=True), begun() if begun is not None else None, failed_asks, running_asks)
     frame = _raw(events)
     if by == "request":
         return frame
@@ -147,7 +154,12 @@ def usage_frame(
     return out[[c for c in USAGE_COLUMNS if c in out.columns]]
 
 
-def _by_ask(frame: pd.DataFrame, failed_asks: Collection[str] | None, running_asks: Collection[str]) -> pd.DataFrame:
+def _by_ask(
+    frame: pd.DataFrame,
+    begun: dict[str, list[Any]] | None,
+    failed_asks: Collection[str] | None,
+    running_asks: Collection[str],
+) -> pd.DataFrame:
     import pandas as pd
 
     grouped = frame.groupby("ask_id", sort=False, dropna=False)
@@ -161,6 +173,8 @@ def _by_ask(frame: pd.DataFrame, failed_asks: Collection[str] | None, running_as
     out["started_at"] = grouped["started_at"].min()
     out["duration_s"] = grouped["duration_s"].sum()
     out = out.reset_index()
+    if begun and begun["ask_id"]:
+        out = _with_asks_begun(out, frame, begun)
     if failed_asks is None:
         out["ok"] = pd.Series(pd.NA, index=out.index, dtype="boolean")
     else:
@@ -168,6 +182,49 @@ def _by_ask(frame: pd.DataFrame, failed_asks: Collection[str] | None, running_as
         running = out["ask_id"].isin(list(running_asks)) & ~failed  # a notice already says how it went
         out["ok"] = (~failed).astype("boolean").mask(running)
     return out[ASK_COLUMNS]
+
+
+def _with_asks_begun(out: pd.DataFrame, frame: pd.DataFrame, begun: dict[str, list[Any]]) -> pd.DataFrame:
+    """``out`` (by ask, from usage) with a row for every ask begun that has none, each ask
+    started when it was sent, in the order the asks were sent (usage of an ask never
+    begun here, restored by a resume, keeps its place among them)."""
+    import pandas as pd
+
+    asked = pd.DataFrame(begun).drop_duplicates("ask_id").reset_index(drop=True)
+    asked_at = pd.to_datetime(asked["asked_at"], utc=True).dt.as_unit("us")
+    if not out.empty and getattr(out["started_at"].dtype, "tz", None) is None:
+        asked_at = asked_at.dt.tz_localize(None)  # usage stamped without a zone (UTC): stay comparable
+    asked["asked_at"] = asked_at
+    # Where each row goes: an ask begun just before the usage row it was begun before.
+    order = pd.Series(frame.index[~frame["ask_id"].duplicated()], dtype="float64")
+    sent = dict(zip(asked["ask_id"], asked["row"] - 0.5, strict=True))
+    at = dict(zip(asked["ask_id"], asked["asked_at"], strict=True))
+    out = out.assign(_order=[sent.get(a, o) for a, o in zip(out["ask_id"], order, strict=True)])
+    known = out["ask_id"].map(at)
+    if not out.empty:  # sent before its first request started: it began then
+        out["started_at"] = out["started_at"].where(known.isna() | (out["started_at"] <= known), known)
+    new = asked[~asked["ask_id"].isin(set(out["ask_id"]))]
+    zero = [0] * len(new)
+    rows = pd.DataFrame(
+        {
+            "ask_id": new["ask_id"],
+            "requests": zero,
+            **{c: pd.Series(zero, index=new.index, dtype=out[c].dtype) for c in _TOKENS},
+            "cost_usd": pd.Series([0.0] * len(new), index=new.index, dtype="Float64"),
+            "agents": "",
+            "started_at": new["asked_at"],
+            "duration_s": [0.0] * len(new),
+            "_order": new["row"] - 0.5,
+        }
+    )
+    if out.empty:
+        merged = rows
+    else:
+        merged = pd.concat([out, rows], ignore_index=True)
+    merged = merged.sort_values("_order", kind="stable").drop(columns="_order").reset_index(drop=True)
+    merged["requests"] = merged["requests"].astype("int64")
+    merged["duration_s"] = merged["duration_s"].astype("float64")
+    return merged
 
 
 def estimate_cost(frame: pd.DataFrame, model: str, *, provider: str | None = None) -> pd.Series:

@@ -59,6 +59,10 @@ class TeamRecorder(EventSubscriber):
         if isinstance(message, SentMessage):
             if isinstance(message.message, AgentMessage):
                 self.transcript.append(message)
+                sent = message.message
+                if sent.ask_id is not None and sent.ask_id == sent.id and sent.sender is not None:
+                    if sent.sender.is_user_proxy:  # a person's message begins an ask: lab.usage(by="ask") has it now
+                        self.usage.begin(sent.ask_id, message.created_at)
                 if isinstance(message.message, Notice) and message.message.ask_id is not None:
                     self.failed_asks.add(message.message.ask_id)
         elif isinstance(message, EventMessage):
