@@ -17,7 +17,9 @@ __all__ = [
     "PROVIDER_KEYS",
     "LiveView",
     "compact_usage",
+    "first_line",
     "listing",
+    "more_lines",
     "recover_store",
     "shown",
     "stored_teams",
@@ -47,7 +49,15 @@ LIVE_TEXT_BG = "(this ask's conversation, live while the team works in the backg
 
 
 class LiveView:
-    """Shows a live panel with a fixed text/plain: its content depends on timing."""
+    """Shows a live panel with a fixed text/plain and no HTML snapshot.
+
+    It is displayed just after the message is sent, so a snapshot would hold whatever had
+    arrived by then (timing: a saved notebook would differ from run to run), and that
+    output is never updated: nbval compares a cell's first outputs, while nbclient saves
+    them updated, so an ``update_display`` at the end of the ask would make every saved
+    ``%%ask`` cell fail its check. The conversation itself is kept in the result below
+    (its "whole conversation" part), and the widget's saved state has the final view.
+    """
 
     def __init__(self, panel: Any, text: str = LIVE_TEXT) -> None:
         self._panel = panel
@@ -55,8 +65,7 @@ class LiveView:
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         bundle: dict[str, Any] = dict(self._panel._repr_mimebundle_(include, exclude))
-        # What a saved notebook shows where the widget cannot be drawn: the conversation
-        # itself is kept in the result below (its "whole conversation" part).
+        bundle.pop("text/html", None)
         bundle["text/plain"] = self._text
         return bundle
 
@@ -135,12 +144,23 @@ def _cut(question: str | None) -> str | None:
 def transcript_line(content: str) -> str:
     """A message on one ``%transcript`` line: its first line of text (a code fence's
     opening line is skipped: "```python" says nothing), and how many lines follow."""
+    first, more = first_line(content)
+    return first + more_lines(more)
+
+
+def first_line(content: str) -> tuple[str, int]:
+    """A message's first line of text (not a code fence's opening line) and how many
+    lines of text follow it."""
     lines = [line for line in content.splitlines() if line.strip()]
     text = [line for line in lines if not line.lstrip().startswith(("```", "~~~"))]
     if not text:
-        return lines[0] if lines else ""
-    more = len(text) - 1
-    return text[0] if more == 0 else f"{text[0]} (+{more} line{'s' if more > 1 else ''})"
+        return (lines[0] if lines else ""), 0
+    return text[0], len(text) - 1
+
+
+def more_lines(more: int) -> str:
+    """`` (+3 lines)`` after a first line, or nothing."""
+    return f" (+{more} line{'s' if more > 1 else ''})" if more else ""
 
 
 def usage_view(frame: pd.DataFrame) -> pd.DataFrame:

@@ -391,18 +391,20 @@ def test_records_do_not_create_widgets_or_comms(board: Dashboard) -> None:
     assert repr(board.transcript) == "<TranscriptPanel: 26 messages>"
 
 
-def test_text_plain_is_fixed_while_the_widget_view_is_kept() -> None:
+def test_the_static_forms_are_the_same_for_the_same_records_while_the_widget_view_is_kept() -> None:
     records = [StartMessage(sender=addr("@A")), sent("@Human", "@A", "hi"), context("@A", 1, "x"), usage("@A")]
     before = widget_count()
     one, two = Dashboard(), Dashboard()
     for record in records:
         one.feed(record)
         two.feed(record)
-    for board in (one, two):
-        bundle = board._repr_mimebundle_()
-        assert bundle["text/plain"] == "<Dashboard: roster, transcript, context, usage>"
+    bundles = [board._repr_mimebundle_() for board in (one, two)]
+    for board, bundle in zip((one, two), bundles, strict=True):
+        assert bundle["text/plain"].startswith("<Dashboard: roster, transcript, context, usage>\n")
         assert bundle[WIDGET_VIEW]["model_id"] == board.widget.model_id
-    texts = [[p._repr_mimebundle_()["text/plain"] for p in b.panels.values()] for b in (one, two)]
+    assert bundles[0]["text/plain"] == bundles[1]["text/plain"]
+    assert bundles[0]["text/html"] == bundles[1]["text/html"]
+    texts = [[p._repr_mimebundle_()["text/plain"].partition("\n")[0] for p in b.panels.values()] for b in (one, two)]
     assert (
         texts[0]
         == texts[1]
@@ -419,7 +421,8 @@ def test_text_plain_is_fixed_while_the_widget_view_is_kept() -> None:
     one.close()
     two.close()
     assert widget_count() == before
-    assert one._repr_mimebundle_() == {"text/plain": "<Dashboard: roster, transcript, context, usage>"}
+    closed = one._repr_mimebundle_()  # no widget left to show: the static forms, as they were
+    assert closed == {"text/plain": bundles[0]["text/plain"], "text/html": bundles[0]["text/html"]}
 
 
 def test_batched_pauses_automatic_flushes_and_pump_flushes_while_waiting() -> None:

@@ -11,6 +11,11 @@ left out is unchanged, not removed). The block's ``**Context update N**`` line i
 plain above. An agent's first block has nothing to compare with and is shown plain. A
 dropdown picks the agent (the first agent seen is picked until the user chooses); its
 blocks are listed newest first.
+
+The static forms (text/plain, the HTML snapshot; see ``_static``) cannot offer the
+dropdown, so they show every agent's latest block: in text its summary line and the
+lines it changed (a first block: its section titles), in HTML the composed state marked
+as in the widget, cut to the changes and the lines around them when it is long.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from aklab.agent import ContextUpdateEvent
 from aklab.core import EventMessage, Message
 from aklab.lab.panels._html import esc, note
 from aklab.lab.panels._hub import Panel, PanelHub, PanelModel
+from aklab.lab.panels._static import HTML_LINES, TEXT_ROWS, TEXT_WIDTH, cut, more_line, plain
 from aklab.tools.context import MARKER_RE, SUFFIX_DELTA
 
 __all__ = ["ContextBlock", "ContextModel", "ContextPanel", "ContextState", "ContextView", "diff_lines"]
@@ -36,6 +42,10 @@ _LINE = {
     "-": '<span class="aklab-del" style="background:#ffebe9;text-decoration:line-through">- {}</span>',
 }
 _PRE = "white-space:pre-wrap;margin:2px 0 10px 0"
+#: The text form lists this many changed lines of a block at most.
+TEXT_CHANGES = 6
+_AROUND = 2  # unchanged lines kept either side of a change in a cut HTML snapshot
+_LINE_CHARS = 200  # one line of a block in the HTML snapshot
 
 
 def diff_lines(before: list[str] | None, after: list[str]) -> tuple[tuple[Mark, str], ...]:
@@ -120,16 +130,63 @@ class ContextBlock:
     def removed(self) -> int:
         return sum(mark == "-" for mark, _ in self.lines)
 
-    def html(self) -> str:
+    def change(self) -> str:
+        """``+1 −0 lines · 1 of 2 sections sent``, or ``first update``."""
         change = "first update" if self.first else f"+{self.added} −{self.removed} lines"
         if not self.first and self.sent < self.total:
             change += f" · {self.sent} of {self.total} sections sent"
-        head = f"<b>{esc(self.agent)}</b> · context update {self.number} · {change}"
+        return change
+
+    def html(self) -> str:
+        head = f"<b>{esc(self.agent)}</b> · context update {self.number} · {self.change()}"
         body = "\n".join(
             [*(_LINE[" "].format(esc(line)) for line in self.markers)]
             + [_LINE[mark].format(esc(line)) for mark, line in self.lines]
         )
         return f'<div class="aklab-context">{head}<pre style="{_PRE}">{body}</pre></div>'
+
+    def static_html(self) -> str:
+        """The block in an HTML snapshot: at most ``HTML_LINES`` lines, the changes first."""
+        head = f"<b>{esc(self.agent)}</b> · context update {self.number} · {esc(self.change())}"
+        shown = excerpt(self.lines)
+        body = [
+            "  …" if item is None else f"{item[0]} {esc(cut(item[1], _LINE_CHARS))}".rstrip()
+            for item in (*((" ", line) for line in self.markers), *shown)
+        ]
+        hidden = len(self.lines) - sum(item is not None for item in shown)
+        if hidden:
+            body.append(f"  ({hidden:,} line{'s' if hidden != 1 else ''} not shown)")
+        text = "\n".join(body)
+        return f'<div class="aklab-static-context">{head}<pre style="{_PRE}">{text}</pre></div>'
+
+    def text_lines(self) -> list[str]:
+        """The block's summary line, then the lines it changed (a first one: its sections)."""
+        head = f"{self.agent} · context update {self.number} · {self.change()}"
+        if self.first:
+            titles = [line.removeprefix("## ") for mark, line in self.lines if line.startswith("## ")]
+            return [plain(f"{head} · sections: {', '.join(titles)}" if titles else head)]
+        changed = [(mark, line) for mark, line in self.lines if mark != " "]
+        shown = [f"  {plain(f'{mark} {line}', TEXT_WIDTH - 2)}" for mark, line in changed[:TEXT_CHANGES]]
+        return [plain(head), *shown, *(f"  {m}" for m in more_line(len(shown), len(changed), "changed line"))]
+
+
+def excerpt(lines: tuple[tuple[Mark, str], ...], limit: int = HTML_LINES) -> list[tuple[Mark, str] | None]:
+    """At most ``limit`` of ``lines``: all if they fit, else the changed ones with
+    ``_AROUND`` lines either side (the first ``limit`` when nothing changed); None marks a gap."""
+    if len(lines) <= limit:
+        return list(lines)
+    changed = [i for i, (mark, _) in enumerate(lines) if mark != " "]
+    near = sorted({j for i in changed for j in range(i - _AROUND, i + _AROUND + 1) if 0 <= j < len(lines)})
+    out: list[tuple[Mark, str] | None] = []
+    previous = -1
+    for j in (near or range(limit))[:limit]:
+        if j != previous + 1:
+            out.append(None)
+        out.append(lines[j])
+        previous = j
+    if previous < len(lines) - 1:
+        out.append(None)
+    return out
 
 
 @dataclass(frozen=True)
@@ -138,6 +195,7 @@ class ContextView:
     agent: str | None  # the agent shown
     blocks: tuple[ContextBlock, ...]  # that agent's kept blocks, newest first
     delivered: int  # blocks that agent received in all
+    latest: tuple[ContextBlock, ...] = ()  # every agent's newest block, in the order agents came
 
     def html(self) -> str:
         if self.agent is None:
@@ -148,6 +206,21 @@ class ContextView:
             else ""
         )
         return head + "".join(block.html() for block in self.blocks)
+
+    def text_lines(self) -> list[str]:
+        if not self.latest:
+            return ["no context updates yet"]
+        shown = self.latest[:TEXT_ROWS]
+        return [line for block in shown for line in block.text_lines()] + more_line(
+            len(shown), len(self.latest), "agent"
+        )
+
+    def static_html(self) -> str:
+        if not self.latest:
+            return note("no context updates yet")
+        shown = self.latest[:TEXT_ROWS]
+        more = more_line(len(shown), len(self.latest), "agent")
+        return note("each agent's latest update") + "".join(b.static_html() for b in shown) + "".join(map(note, more))
 
 
 class ContextModel(PanelModel[ContextView]):
@@ -193,7 +266,8 @@ class ContextModel(PanelModel[ContextView]):
         agent = self._agent
         blocks = tuple(reversed(self._blocks[agent])) if agent is not None else ()
         delivered = self._delivered.get(agent, 0) if agent is not None else 0
-        return ContextView(tuple(self._blocks), agent, blocks, delivered)
+        latest = tuple(kept[-1] for kept in self._blocks.values())
+        return ContextView(tuple(self._blocks), agent, blocks, delivered, latest)
 
     def _summary(self) -> str:
         total = sum(self._delivered.values())

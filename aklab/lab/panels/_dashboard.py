@@ -10,6 +10,9 @@ calls its listeners, so the same object can be in both). Roster rows come from
 ``lab.team()``; joining is idempotent, so a buffered ``StartMessage`` for a known member
 changes nothing.
 
+Displayed, the dashboard is its tabs; where no widget can be drawn, each panel's static
+forms one after the other (``_static``).
+
 ``ask_transcript(lab, ask_id)`` is a transcript of one ask (what a cell shows): its own
 panel, hub and filter, following only that ask's records. Both transcripts page older
 records back from the lab's event store on demand (``_older``). ``Dashboard.rebind(lab)``
@@ -29,7 +32,8 @@ from aklab.lab.panels._context import ContextPanel
 from aklab.lab.panels._feed import LabFeed, follow_lab, lab_feed
 from aklab.lab.panels._hub import Panel, PanelHub, close_widget, widget_bundle
 from aklab.lab.panels._older import OlderRecords
-from aklab.lab.panels._roster import RosterPanel
+from aklab.lab.panels._roster import RosterPanel, model_label
+from aklab.lab.panels._static import snapshot_note
 from aklab.lab.panels._transcript import TranscriptPanel
 from aklab.lab.panels._usage import UsagePanel
 
@@ -108,9 +112,22 @@ class Dashboard:
     def __repr__(self) -> str:
         return f"<Dashboard: {', '.join(self.panels)}>"
 
+    def __str__(self) -> str:
+        return self._static()[0]
+
+    def _static(self) -> tuple[str, str]:
+        """The text/plain and the HTML snapshot: each panel's, under its title."""
+        lines = [repr(self)]
+        html = []
+        for panel in self.panels.values():
+            summary, view = panel.model.snapshot()
+            lines += [f"{panel.title}: {summary}", *(f"  {line}" for line in view.text_lines())]
+            html.append(panel.static_html(summary, view))
+        return "\n".join(lines), "".join(html) + snapshot_note()
+
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         self.hub.flush()
-        return widget_bundle(self.widget, repr(self))
+        return widget_bundle(self.widget, *self._static())
 
 
 class _Gate:
@@ -167,14 +184,23 @@ def attach_panels(lab: Lab, dashboard: Dashboard | None = None) -> Dashboard:
     members = lab.team()
     events: list[Any] = [*_earlier_context(lab), *_copy(recorder.context_updates), *_copy(recorder.usage)]
     with board.hub.batched():
+        models = _models_by_role(lab)
         for member in members:
-            board.roster.model.join(member.name, member.role)
+            board.roster.model.join(member.name, member.role, models.get(member.role, ""))
         for record in transcript:
             board.hub.feed(record)
         for event in events:
             board.hub.feed(EventMessage(event=event))
         gate.open({_identity(r) for r in transcript} | {id(e) for e in events})
     return board
+
+
+def _models_by_role(lab: Lab) -> dict[str, str]:
+    """Each role's model label, from the lab's team spec (a member hired later runs its
+    role's card, so it has the same model); empty for a lab-like object without one."""
+    cards = getattr(getattr(lab, "spec", None), "cards", ())
+    labels = {getattr(c.config, "role", ""): model_label(c.config) for c in cards}
+    return {role: label for role, label in labels.items() if role and label}
 
 
 def _holds_all(lab: Lab, feed: LabFeed | None) -> bool:

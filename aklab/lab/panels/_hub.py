@@ -41,12 +41,13 @@ from contextlib import contextmanager
 from typing import Any, ClassVar, Generic, TypeVar
 
 from aklab.core import Message
+from aklab.lab.panels._static import StaticView, snapshot_html, snapshot_note
 
 __all__ = ["Panel", "PanelHub", "PanelModel", "close_widget", "widget_bundle"]
 
 log = logging.getLogger("aklab.lab")
 
-V = TypeVar("V")
+V = TypeVar("V", bound=StaticView)
 
 
 class PanelModel(ABC, Generic[V]):
@@ -97,6 +98,14 @@ class PanelModel(ABC, Generic[V]):
         with self._lock:
             return self._summary()
 
+    def snapshot(self) -> tuple[str, V]:
+        """The summary and the view taken together, held-back changes included: what a
+        static form (text, HTML snapshot) shows."""
+        with self._lock:
+            if self._catch_up():
+                self._version += 1
+            return self._summary(), self._view()
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__}: {self.summary()}>"
 
@@ -122,11 +131,14 @@ class PanelModel(ABC, Generic[V]):
 
 
 class Panel(ABC, Generic[V]):
-    """Widgets showing one model's view. Displays as the widget, with a fixed text/plain.
+    """Widgets showing one model's view. Displays as the widget, with static forms beside it.
 
     ``panel.widget`` is the root ipywidget (put it in your own layouts); the panel object
-    itself is what a notebook cell should display, because its ``text/plain`` holds no
-    model id (nbval compares it).
+    itself is what a notebook cell should display: besides the widget its bundle holds a
+    ``text/plain`` and a ``text/html`` snapshot of the content (see ``_static``), for
+    wherever the widget cannot be drawn, with no model id (nbval compares them).
+    ``repr(panel)`` is the one-line summary (``<RosterPanel: 3 members>``), for logs;
+    ``str(panel)`` (``print(panel)``) is the text/plain: that line, then the content.
     """
 
     title: ClassVar[str] = "Panel"
@@ -170,11 +182,27 @@ class Panel(ABC, Generic[V]):
         close_widget(self.widget)
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__}: {self.model.summary()}>"
+        return self._head(self.model.summary())
+
+    def __str__(self) -> str:
+        summary, view = self.model.snapshot()
+        return self._text(summary, view)
+
+    def _head(self, summary: str) -> str:
+        return f"<{type(self).__name__}: {summary}>"
+
+    def _text(self, summary: str, view: V) -> str:
+        return "\n".join([self._head(summary), *(f"  {line}" for line in view.text_lines())])
+
+    def static_html(self, summary: str, view: V) -> str:
+        """The HTML snapshot of ``view`` under the panel's title and ``summary``."""
+        return snapshot_html(self.title, summary, view.static_html())
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         self.hub.flush()
-        return widget_bundle(self.widget, repr(self))
+        summary, view = self.model.snapshot()
+        html = self.static_html(summary, view) + snapshot_note()
+        return widget_bundle(self.widget, self._text(summary, view), html)
 
 
 class PanelHub:
@@ -268,12 +296,15 @@ class PanelHub:
             acquired = self._missed and self._flush_lock.acquire(blocking=False)
 
 
-def widget_bundle(widget: Any, text: str) -> dict[str, Any]:
-    """The widget's display bundle with ``text`` as its text/plain (text only once closed)."""
+def widget_bundle(widget: Any, text: str, html: str | None = None) -> dict[str, Any]:
+    """The widget's display bundle with ``text`` as its text/plain and ``html`` as its
+    text/html (those only, once the widget is closed)."""
     make = getattr(widget, "_repr_mimebundle_", None)
     bundle = make() if callable(make) else None
     data: dict[str, Any] = dict(bundle or {})
     data["text/plain"] = text
+    if html is not None:
+        data["text/html"] = html
     return data
 
 

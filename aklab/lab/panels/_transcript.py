@@ -28,7 +28,11 @@ to the end of its turn, so a slow model's silence does not look like a stalled t
 A panel of one ask (``ask_id`` set) also hears other asks' turns: while its newest message
 waits in the mailbox of an agent still in a turn of another ask, it says so (``waiting``),
 so a question sent to a busy team does not look ignored.
-Provisional rows, working and waiting lines are not counted in the text/plain summary.
+Provisional rows, working and waiting lines are not counted in the one-line summary.
+The static forms (text/plain, the HTML snapshot; see ``_static``) show the last
+``TEXT_ROWS`` rows of the view, one line each in text (``sender → recipient (intent):``
+and the first line of the content, as ``%transcript`` prints it), the content cut to
+``HTML_CHARS`` in HTML.
 
 Older rows come back on demand. The model keeps the newest ``keep`` rows; when it is
 bound to a lab (``bind``: an :class:`~aklab.lab.panels._older.OlderRecords` of the lab's
@@ -51,9 +55,11 @@ from typing import TYPE_CHECKING, Any
 
 from aklab.agent import AgentBusyEvent, AgentMessage, Notice, OperatorActionEvent, RoutingSkippedEvent
 from aklab.core import ErrorMessage, EventMessage, Message, SentMessage
+from aklab.lab._magic_show import first_line, more_lines
 from aklab.lab.panels._feed import ask_of
 from aklab.lab.panels._html import esc, note
 from aklab.lab.panels._hub import Panel, PanelHub, PanelModel
+from aklab.lab.panels._static import TEXT_ROWS, TEXT_WIDTH, cut, plain
 from aklab.lab.result import intent_label
 from aklab.llm.streaming import OutputStreamEvent
 
@@ -94,6 +100,23 @@ class TranscriptRow:
             return f'<div class="{css}" style="{_LIVE}">{head}<pre style="{_PRE}">{esc(self.content)}▍</pre></div>'
         return f'<div class="{css}">{head}<pre style="{_PRE}">{esc(self.content)}</pre></div>'
 
+    def static_html(self) -> str:
+        """The row in an HTML snapshot: the content cut to ``HTML_CHARS``."""
+        css = "aklab-static-note" if self.is_note else "aklab-static-live" if self.live else "aklab-static-msg"
+        head = f"<b>{esc(self.sender)}</b> → <b>{esc(self.recipient)}</b> ({esc(self.intent)})"
+        if self.live:
+            head += f" <i>{esc(self.live)}…</i>"
+        return f'<div class="{css}">{head}<pre style="{_PRE}">{esc(cut(self.content))}</pre></div>'
+
+    def line(self) -> str:
+        """The row on one line of text, as ``%transcript`` prints a message: the first line
+        of the content is cut so that the count of lines after it stays in view."""
+        live = f", {self.live}…" if self.live else ""
+        head = plain(f"{self.sender} → {self.recipient} ({self.intent}{live}):", TEXT_WIDTH // 2) + " "
+        first, more = first_line(self.content)
+        tail = more_lines(more)
+        return head + plain(first, max(20, TEXT_WIDTH - len(head) - len(tail))) + tail
+
 
 @dataclass(frozen=True)
 class TranscriptView:
@@ -121,6 +144,29 @@ class TranscriptView:
             else ""
         )
         return earlier + head + "".join(row.html() for row in (*self.rows, *self.live)) + working
+
+    def _static(self) -> tuple[list[str], tuple[TranscriptRow, ...], list[str]]:
+        """The static forms' parts: remarks above, the rows, the working lines below."""
+        rows = self.rows[-TEXT_ROWS:]
+        above = [] if self.agent == ALL else [f"messages to or from {self.agent}"]
+        if self.matching > len(rows):
+            above.append(f"the last {len(rows)} of {self.matching:,} messages")
+        below = [f"{agent} working…" for agent in self.working]
+        if self.waiting:
+            below.append(f"{self.waiting} is busy with another ask; this one waits its turn")
+        if not rows and not self.live and not below:
+            below.append("no messages yet" if self.agent == ALL else f"no messages to or from {self.agent}")
+        return above, (*rows, *self.live), below
+
+    def text_lines(self) -> list[str]:
+        above, rows, below = self._static()
+        return [*(f"({line})" for line in above), *(row.line() for row in rows), *(plain(line) for line in below)]
+
+    def static_html(self) -> str:
+        above, rows, below = self._static()
+        return "".join(
+            [*(note(line) for line in above), *(row.static_html() for row in rows), *(note(line) for line in below)]
+        )
 
 
 def _working_html(agent: str, doing: str = "working…", kind: str = "aklab-working") -> str:

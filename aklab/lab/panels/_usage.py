@@ -7,6 +7,9 @@ displaying the panel, the end of ``hub.pump``) shows the rest. The frames are bu
 during the flush, outside the model's lock, and rendered cell by cell (not with
 ``DataFrame.to_html``, whose rendering of missing values changes across pandas
 versions). A missing cost (a model without a price) shows as ``—``.
+
+The static forms (text/plain, the HTML snapshot; see ``_static``) show the table by
+agent and the total; not the runs, whose ids and durations differ from one run to the next.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from aklab.core import EventMessage, Message
 from aklab.lab.frames import usage_frame
 from aklab.lab.panels._html import note, table
 from aklab.lab.panels._hub import Panel, PanelHub, PanelModel
+from aklab.lab.panels._static import TEXT_ROWS, more_line, text_table
 from aklab.llm import LlmUsageEvent
 from aklab.llm.usage import totals_line
 
@@ -29,6 +33,9 @@ __all__ = ["UsageModel", "UsagePanel", "UsageView"]
 
 _AGENT_COLUMNS = ["agent", "role", "model", "requests", "input_tokens", "output_tokens", "total_tokens", "cost_usd"]
 _RUN_COLUMNS = ["run_id", "agent", "model", "requests", "total_tokens", "cost_usd", "duration_s"]
+_TEXT_COLUMNS = ["agent", "model", "requests", "total_tokens", "cost_usd"]
+#: The HTML snapshot lists this many agents at most.
+STATIC_AGENTS = 30
 
 
 @dataclass(frozen=True)
@@ -53,6 +60,28 @@ class UsageView:
             + f"<b>{head}</b>"
             + _table(by_run, _RUN_COLUMNS)
         )
+
+    def text_lines(self) -> list[str]:
+        if not self.events:
+            return ["no model requests yet"]
+        by_agent = self.frame("agent")
+        rows = [[_cell(c, row[c]) for c in _TEXT_COLUMNS] for row in by_agent.head(TEXT_ROWS).to_dict("records")]
+        headers = ["agent", "model", "requests", "tokens", "cost"]
+        return [
+            *text_table(headers, rows, right=(2, 3, 4)),
+            *more_line(len(rows), len(by_agent), "agent"),
+            _total(self.events),
+        ]
+
+    def static_html(self) -> str:
+        if not self.events:
+            return note("no model requests yet")
+        by_agent = self.frame("agent")
+        shown = by_agent.head(STATIC_AGENTS)
+        rows = [[_cell(c, row[c]) for c in _AGENT_COLUMNS] for row in shown.to_dict("records")]
+        more = more_line(len(shown), len(by_agent), "agent")
+        total = note("; ".join([*more, _total(self.events)]))
+        return table(_AGENT_COLUMNS, rows, css_class="aklab-static-usage") + total
 
 
 def _table(frame: pd.DataFrame, columns: list[str]) -> str:
