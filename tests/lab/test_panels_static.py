@@ -107,9 +107,9 @@ def test_each_panel_prints_its_summary_line_then_its_content(board: Dashboard) -
     for panel in board.panels.values():
         bundle = panel._repr_mimebundle_()
         assert bundle["text/plain"] == str(panel) and str(panel).splitlines()[0] == repr(panel)
-        assert bundle["text/html"].startswith(
-            f'<div class="aklab-static"><div class="aklab-static-title"><b>{panel.title}'
-        )
+        html = bundle["text/html"]
+        title = re.match(r'<div class="aklab-static"><div class="aklab-static-title"[^>]*>(.*?)</div>', html)
+        assert title is not None and title[1] == f"<b>{panel.title}</b> · {panel.model.summary()}"
 
 
 def test_empty_panels_say_so() -> None:
@@ -203,7 +203,8 @@ def test_a_long_context_block_shows_its_changes_and_the_lines_around_them() -> N
         panel.hub.feed(context("@A", 1, block))
         panel.hub.feed(context("@A", 2, block.replace("note 100\n", "note one hundred\n")))
         html = panel._repr_mimebundle_()["text/html"]
-        body = html[html.index("<pre") : html.index("</pre>")]
+        body = re.sub(r"<[^>]*>", "", html[html.index("<pre") : html.index("</pre>")])  # the text of the lines
+        assert '<span style="background:#e6ffec">+ note one hundred</span>' in html
         assert "- note 100\n+ note one hundred" in body
         assert "  note 98\n  note 99\n- note 100" in body and "  note 101\n  note 102\n  …" in body
         assert "note 97\n" not in body and "note 103" not in body

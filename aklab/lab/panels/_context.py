@@ -41,6 +41,12 @@ _LINE = {
     "+": '<span class="aklab-add" style="background:#e6ffec">+ {}</span>',
     "-": '<span class="aklab-del" style="background:#ffebe9;text-decoration:line-through">- {}</span>',
 }
+# The snapshot's lines: marked as in the widget, without its classes (see ``_static``).
+_STATIC_LINE = {
+    " ": "  {}",
+    "+": '<span style="background:#e6ffec">+ {}</span>',
+    "-": '<span style="background:#ffebe9;text-decoration:line-through">- {}</span>',
+}
 _PRE = "white-space:pre-wrap;margin:2px 0 10px 0"
 #: The text form lists this many changed lines of a block at most.
 TEXT_CHANGES = 6
@@ -150,7 +156,7 @@ class ContextBlock:
         head = f"<b>{esc(self.agent)}</b> · context update {self.number} · {esc(self.change())}"
         shown = excerpt(self.lines)
         body = [
-            "  …" if item is None else f"{item[0]} {esc(cut(item[1], _LINE_CHARS))}".rstrip()
+            "  …" if item is None else _STATIC_LINE[item[0]].format(esc(cut(item[1], _LINE_CHARS)))
             for item in (*((" ", line) for line in self.markers), *shown)
         ]
         hidden = len(self.lines) - sum(item is not None for item in shown)

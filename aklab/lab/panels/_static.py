@@ -98,7 +98,7 @@ def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, right: 
 
 def snapshot_html(title: str, summary: str, body: str) -> str:
     """One panel's snapshot: its title and summary, its body (already escaped), the note."""
-    head = f'<div class="aklab-static-title"><b>{esc(title)}</b> · {esc(summary)}</div>'
+    head = f'<div class="aklab-static-title" style="margin-top:8px"><b>{esc(title)}</b> · {esc(summary)}</div>'
     return f'<div class="aklab-static">{head}{body}</div>'
 
 
