@@ -187,6 +187,7 @@ def test_a_long_run_shows_its_last_messages_within_bounds(board: Dashboard) -> N
     assert len(html) < 200_000  # not the 60 MB the run holds
 
     transcript = str(board.transcript).splitlines()
+    assert transcript[0] == "<TranscriptPanel: 1,000 messages>" == repr(board.transcript)  # as counts are written
     assert transcript[1] == "  (the last 12 of 1,000 messages)" and len(transcript) == 2 + TEXT_ROWS
     assert transcript[-1].startswith("  @A99 → @B (request): message 999 (+")
     assert "  … and 88 more members" in text and "  … and 88 more agents" in text

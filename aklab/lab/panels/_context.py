@@ -25,6 +25,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from aklab._text import counted
 from aklab.agent import ContextUpdateEvent
 from aklab.core import EventMessage, Message
 from aklab.lab.panels._html import esc, note
@@ -278,7 +279,7 @@ class ContextModel(PanelModel[ContextView]):
     def _summary(self) -> str:
         total = sum(self._delivered.values())
         agents = len(self._delivered)
-        return f"{total} update{'s' if total != 1 else ''} from {agents} agent{'s' if agents != 1 else ''}"
+        return f"{counted(total, 'update')} from {counted(agents, 'agent')}"
 
 
 class ContextPanel(Panel[ContextView]):

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from aklab._text import counted
 from aklab.agent import AgentBusyEvent
 from aklab.core import EventMessage, Message, StartMessage, StopMessage
 from aklab.lab.panels._html import Markup, note, table
@@ -126,9 +127,9 @@ class RosterModel(PanelModel[RosterView]):
 
     def _summary(self) -> str:
         view = self._view()
-        text = f"{view.present} member{'s' if view.present != 1 else ''}"
+        text = counted(view.present, "member")
         left = len(view.members) - view.present
-        return f"{text}, {left} left" if left else text
+        return f"{text}, {left:,} left" if left else text
 
 
 def model_label(config: Any) -> str:

@@ -53,6 +53,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from aklab._text import counted
 from aklab.agent import AgentBusyEvent, AgentMessage, Notice, OperatorActionEvent, RoutingSkippedEvent
 from aklab.core import ErrorMessage, EventMessage, Message, SentMessage
 from aklab.lab._magic_show import first_line, more_lines
@@ -441,8 +442,8 @@ class TranscriptModel(PanelModel[TranscriptView]):
         return waits_for if waits_for in self._elsewhere and self._agent in (ALL, waits_for) else ""
 
     def _summary(self) -> str:
-        text = f"{self._messages} message{'s' if self._messages != 1 else ''}"
-        return f"{text}, {self._notes} note{'s' if self._notes != 1 else ''}" if self._notes else text
+        text = counted(self._messages, "message")
+        return f"{text}, {counted(self._notes, 'note')}" if self._notes else text
 
 
 @dataclass(frozen=True)
