@@ -1,0 +1,124 @@
+"""The transcript panel's rows and view, and how they render.
+
+A row is ``sender → recipient (intent)`` and the content; a note (a ``/command``, an
+unrouted message, an error) and a provisional row (a message being written) look
+different. The view renders as the widget's HTML (every row it holds, escaped), and as
+the static forms (text/plain, the HTML snapshot; see ``_static``): the last
+``TEXT_ROWS`` rows, one line each in text (``sender → recipient (intent):`` and the
+first line of the content, as ``%transcript`` prints it), the content cut to
+``HTML_CHARS`` in HTML.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from aklab.lab._magic_show import first_line, more_lines
+from aklab.lab.panels._html import esc, note
+from aklab.lab.panels._static import TEXT_ROWS, TEXT_WIDTH, cut, plain
+
+__all__ = ["ALL", "TranscriptRow", "TranscriptView"]
+
+ALL = ""  # the filter value that shows every agent
+
+_PRE = "white-space:pre-wrap;margin:2px 0 8px 12px;font-family:inherit"
+_LIVE = "opacity:0.7;border-left:2px dashed #999;padding-left:4px"
+
+
+@dataclass(frozen=True)
+class TranscriptRow:
+    sender: str
+    recipient: str
+    intent: str
+    content: str
+    is_note: bool = False
+    live: str = ""  # a provisional row: "writing" or "sending"; "" for a recorded one
+    record_id: str = field(default="", compare=False)  # the record it shows (to find it in the store)
+
+    def involves(self, agent: str) -> bool:
+        return agent in (self.sender, self.recipient)
+
+    def html(self) -> str:
+        css = "aklab-note-row" if self.is_note else "aklab-live" if self.live else "aklab-msg"
+        color = "#a50" if self.is_note else "#555"
+        head = f"<b>{esc(self.sender)}</b> → <b>{esc(self.recipient)}</b> "
+        head += f'<span style="color:{color}">({esc(self.intent)})</span>'
+        if self.live:
+            head += f' <span style="color:#07a;font-style:italic">{esc(self.live)}…</span>'
+            return f'<div class="{css}" style="{_LIVE}">{head}<pre style="{_PRE}">{esc(self.content)}▍</pre></div>'
+        return f'<div class="{css}">{head}<pre style="{_PRE}">{esc(self.content)}</pre></div>'
+
+    def static_html(self) -> str:
+        """The row in an HTML snapshot: the content cut to ``HTML_CHARS``."""
+        css = "aklab-static-note" if self.is_note else "aklab-static-live" if self.live else "aklab-static-msg"
+        head = f"<b>{esc(self.sender)}</b> → <b>{esc(self.recipient)}</b> ({esc(self.intent)})"
+        if self.live:
+            head += f" <i>{esc(self.live)}…</i>"
+        return f'<div class="{css}">{head}<pre style="{_PRE}">{esc(cut(self.content))}</pre></div>'
+
+    def line(self) -> str:
+        """The row on one line of text, as ``%transcript`` prints a message: the first line
+        of the content is cut so that the count of lines after it stays in view."""
+        live = f", {self.live}…" if self.live else ""
+        head = plain(f"{self.sender} → {self.recipient} ({self.intent}{live}):", TEXT_WIDTH // 2) + " "
+        first, more = first_line(self.content)
+        tail = more_lines(more)
+        return head + plain(first, max(20, TEXT_WIDTH - len(head) - len(tail))) + tail
+
+
+@dataclass(frozen=True)
+class TranscriptView:
+    rows: tuple[TranscriptRow, ...]  # the rows to render: last ``limit`` matching the filter
+    matching: int  # how many kept rows match the filter
+    agents: tuple[str, ...]
+    agent: str  # the filter; ALL for everyone
+    live: tuple[TranscriptRow, ...] = ()  # provisional rows (messages being written) matching the filter
+    earlier: str = ""  # about older rows: how many were read back from the store, or why they cannot be
+    more: bool = False  # "show earlier" can show more (kept rows hidden, or a store to read from)
+    working: tuple[str, ...] = ()  # agents in a turn that have written nothing yet (matching the filter)
+    waiting: str = ""  # the agent this ask waits for while it finishes a turn of another ask
+
+    def html(self) -> str:
+        earlier = note(self.earlier) if self.earlier else ""
+        working = "".join(_working_html(agent) for agent in self.working)
+        if self.waiting:
+            working += _working_html(self.waiting, "busy with another ask; this one waits its turn", "aklab-waiting")
+        if not self.rows and not self.live:
+            empty = "no messages yet" if self.agent == ALL else f"no messages to or from {self.agent}"
+            return earlier + (working or note(empty))
+        head = (
+            note(f"showing the last {len(self.rows)} of {self.matching} messages")
+            if self.matching > len(self.rows)
+            else ""
+        )
+        return earlier + head + "".join(row.html() for row in (*self.rows, *self.live)) + working
+
+    def _static(self) -> tuple[list[str], tuple[TranscriptRow, ...], list[str]]:
+        """The static forms' parts: remarks above, the rows, the working lines below."""
+        rows = self.rows[-TEXT_ROWS:]
+        above = [] if self.agent == ALL else [f"messages to or from {self.agent}"]
+        if self.matching > len(rows):
+            above.append(f"the last {len(rows)} of {self.matching:,} messages")
+        below = [f"{agent} working…" for agent in self.working]
+        if self.waiting:
+            below.append(f"{self.waiting} is busy with another ask; this one waits its turn")
+        if not rows and not self.live and not below:
+            below.append("no messages yet" if self.agent == ALL else f"no messages to or from {self.agent}")
+        return above, (*rows, *self.live), below
+
+    def text_lines(self) -> list[str]:
+        above, rows, below = self._static()
+        return [*(f"({line})" for line in above), *(row.line() for row in rows), *(plain(line) for line in below)]
+
+    def static_html(self) -> str:
+        above, rows, below = self._static()
+        return "".join(
+            [*(note(line) for line in above), *(row.static_html() for row in rows), *(note(line) for line in below)]
+        )
+
+
+def _working_html(agent: str, doing: str = "working…", kind: str = "aklab-working") -> str:
+    return (
+        f'<div class="{kind}" style="{_LIVE}"><b>{esc(agent)}</b> '
+        f'<span style="color:#07a;font-style:italic">{esc(doing)}</span></div>'
+    )
