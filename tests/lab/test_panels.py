@@ -107,7 +107,7 @@ def test_a_dashboard_attached_before_asking_follows_the_whole_conversation(lab: 
             assert name in roster and name.strip("@") in roster
         assert roster.count("○ idle") == 3
 
-        html = board.transcript.html.value
+        html = board.transcript.shown_html()
         assert html.count('class="aklab-msg"') == 4
         assert html.index("<b>@Human</b> → <b>@Manager</b>") < html.index("<b>@Manager</b> → <b>@Human</b>")
         assert [v for _, v in board.transcript.filter.options] == ["", "@Human", "@Manager", "@Developer"]
@@ -137,7 +137,7 @@ def test_a_dashboard_attached_after_asking_replays_what_the_live_one_saw(lab: La
     try:
         live.flush()
         assert [repr(p) for p in late.panels.values()] == [repr(p) for p in live.panels.values()]
-        assert late.transcript.html.value == live.transcript.html.value
+        assert late.transcript.shown_html() == live.transcript.shown_html()
         assert late.context.html.value == live.context.html.value
         assert late.usage.html.value == live.usage.html.value
         assert late.roster.html.value == live.roster.html.value
@@ -194,7 +194,7 @@ def test_records_arriving_during_the_replay_are_shown_exactly_once() -> None:
     try:
         recorder.on_message(sent("@Human", "@Manager", "after"))
         board.flush()
-        html = board.transcript.html.value
+        html = board.transcript.shown_html()
         assert [html.count(word) for word in ("before", "during", "after")] == [1, 1, 1]
         assert repr(board.usage) == "<UsagePanel: 1 request by 1 agent>"
         assert repr(board.roster) == "<RosterPanel: 2 members>"
@@ -228,21 +228,21 @@ def test_the_transcript_escapes_content_and_filters_by_agent(board: Dashboard) -
     board.feed(sent("@Human", "@Manager", "<script>alert('hi')</script> & more"))
     board.feed(sent("@Manager", "@Developer", "build it"))
     board.feed(sent("@Developer", "@Manager", "done", "response"))
-    html = panel.html.value
+    html = panel.shown_html()
     assert "<script>" not in html and "&lt;script&gt;alert(&#x27;hi&#x27;)&lt;/script&gt; &amp; more" in html
     assert "(response)" in html
 
     panel.filter.value = "@Developer"  # what the frontend does when the user picks an agent
     assert panel.model.agent == "@Developer"
-    assert panel.html.value.count('class="aklab-msg"') == 2 and "alert" not in panel.html.value
+    assert panel.shown_html().count('class="aklab-msg"') == 2 and "alert" not in panel.shown_html()
 
     board.feed(sent("@Manager", "@QA", "test it"))  # a new agent: the options grow, the choice stays
     assert [v for _, v in panel.filter.options][-1] == "@QA"
     assert panel.filter.value == "@Developer"
-    assert panel.html.value.count('class="aklab-msg"') == 2
+    assert panel.shown_html().count('class="aklab-msg"') == 2
 
     panel.filter.value = ""
-    assert panel.html.value.count('class="aklab-msg"') == 4
+    assert panel.shown_html().count('class="aklab-msg"') == 4
     assert repr(panel) == "<TranscriptPanel: 4 messages>"
 
 
@@ -252,7 +252,7 @@ def test_the_transcript_renders_only_the_last_rows() -> None:
         with panel.hub.batched():
             for i in range(600):
                 panel.hub.feed(sent("@A", "@B", f"message {i}."))
-        html = panel.html.value
+        html = panel.shown_html()
         assert html.count('class="aklab-msg"') == 500
         assert "showing the last 500 of 600 messages" in html
         assert "message 99." not in html and "message 100." in html and "message 599." in html
@@ -268,7 +268,7 @@ def test_the_transcript_shows_commands_unrouted_messages_and_errors_as_notes(boa
     notice = Notice(content="@Dev could not answer: cannot reach the model server", sender=addr("@Dev"))
     board.feed(SentMessage(sender=addr("@Dev"), recipient=addr("@Human"), message=notice))
     board.feed(sent("@Dev", "@Human", "FYI: done", intent="notification"))  # an agent's own notification
-    html = board.transcript.html.value
+    html = board.transcript.shown_html()
     assert html.count('class="aklab-note-row"') == 4
     assert "(command)" in html and "/clear\nok" in html
     assert "(not delivered)" in html and "no such member" in html
@@ -351,7 +351,7 @@ def test_records_fed_on_another_thread_reach_the_widgets_without_a_flush(board: 
 
     threading.Thread(target=team_thread).start()
     assert done.wait(10)
-    assert "from a worker thread" in board.transcript.html.value
+    assert "from a worker thread" in board.transcript.shown_html()
     assert "@A" in board.roster.html.value
 
 
@@ -373,7 +373,7 @@ def test_concurrent_feeders_and_flushers_leave_every_record_shown(
         board.flush()
     for thread in threads:
         thread.join()
-    assert board.transcript.html.value.count('class="aklab-msg"') == 200
+    assert board.transcript.shown_html().count('class="aklab-msg"') == 200
     assert len(board.transcript.filter.options) == 6
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
@@ -430,20 +430,20 @@ def test_batched_pauses_automatic_flushes_and_pump_flushes_while_waiting() -> No
     try:
         with panel.hub.batched():
             panel.hub.feed(sent("@A", "@B", "held"))
-            assert "held" not in panel.html.value
-        assert "held" in panel.html.value
+            assert "held" not in panel.shown_html()
+        assert "held" in panel.shown_html()
 
         shown: list[int] = []
 
         def wait(step: float) -> bool:
             # stands in for lab.wait(step): the team talks while the kernel waits
-            shown.append(panel.html.value.count('class="aklab-msg"'))
+            shown.append(panel.shown_html().count('class="aklab-msg"'))
             panel.hub.feed(sent("@A", "@B", f"pumped {len(shown)}"))
             return len(shown) == 3
 
         assert panel.hub.pump(wait, timeout=None, interval=0.01)
         assert shown == [1, 2, 3]  # each wait saw the previous record, flushed by the pump
-        assert panel.html.value.count('class="aklab-msg"') == 4
+        assert panel.shown_html().count('class="aklab-msg"') == 4
         assert panel.hub.pump(lambda step: False, timeout=0) is False
         assert panel.hub.auto_flush
     finally:
@@ -462,7 +462,7 @@ def test_a_failing_panel_is_logged_and_does_not_stop_the_others(caplog: pytest.L
         with caplog.at_level(logging.ERROR, logger="aklab.lab"):
             hub.feed(StartMessage(sender=addr("@A")))
             hub.feed(sent("@A", "@B", "still shown"))
-        assert "still shown" in fine.html.value
+        assert "still shown" in fine.shown_html()
         assert "RosterPanel could not update its widgets" in caplog.text
     finally:
         broken.close()

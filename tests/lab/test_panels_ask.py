@@ -97,7 +97,7 @@ def test_each_ask_has_its_own_transcript_that_later_asks_do_not_fill(lab: Lab) -
             panel.hub.flush()
         assert repr(first) == repr(second) == "<TranscriptPanel: 4 messages>"
         assert repr(board.transcript) == "<TranscriptPanel: 8 messages>"
-        one, two = first.html.value, second.html.value
+        one, two = first.shown_html(), second.shown_html()
         assert one.count(MSG) == two.count(MSG) == 4
         assert "Plan the login page" in one and "signup" not in one
         assert "signup" in two and "Plan the login page" not in two
@@ -105,7 +105,7 @@ def test_each_ask_has_its_own_transcript_that_later_asks_do_not_fill(lab: Lab) -
 
         # A panel opened later for the first ask replays the same rows.
         late = ask_transcript(lab, first_id)
-        assert late.html.value == one
+        assert late.shown_html() == one
         late.close()
     finally:
         lab.recorder.listeners.remove(count_drafts)
@@ -125,10 +125,10 @@ def test_the_agent_filter_of_one_cell_leaves_the_other_cells_and_the_dashboard_a
         first.filter.value = "@Developer"  # the user picks an agent in the first cell
 
         assert first.model.agent == "@Developer"
-        assert "@Human</b> → <b>@Manager" not in first.html.value
+        assert "@Human</b> → <b>@Manager" not in first.shown_html()
         assert second.model.agent == "" and second.filter.value == ""
         assert board.transcript.model.agent == "" and board.transcript.filter.value == ""
-        assert second.html.value.count(MSG) == 4 and board.transcript.html.value.count(MSG) == 8
+        assert second.shown_html().count(MSG) == 4 and board.transcript.shown_html().count(MSG) == 8
     finally:
         first.close()
         second.close()
@@ -152,7 +152,7 @@ def test_a_slash_command_shows_once_in_its_cell_and_on_the_dashboard(lab: Lab) -
     cell = ask_transcript(lab)
     try:
         board.flush()
-        for html in (board.transcript.html.value, cell.html.value):
+        for html in (board.transcript.shown_html(), cell.shown_html()):
             assert html.count(NOTE) == 1 and html.count(MSG) == 0
             assert html.count("/team_roles") == 1 and html.count("- Developer: Designs and writes code") == 1
         assert repr(board.transcript) == repr(cell) == "<TranscriptPanel: 0 messages, 1 note>"
@@ -192,7 +192,7 @@ def test_an_ask_transcript_takes_only_its_asks_records_including_notes_and_error
             ErrorMessage(sender=addr("@Dev"), exception_type="ValueError", exception_value="v", current_message=failed)
         )
         panel.hub.flush()
-        html = panel.html.value
+        html = panel.shown_html()
         assert "before the panel" in html and "answer" in html and "another ask" not in html
         assert "ValueError: v" in html
         assert repr(panel) == "<TranscriptPanel: 2 messages, 1 note>"
@@ -295,7 +295,7 @@ def test_a_rebound_dashboard_forgets_the_old_lab_and_follows_the_new_one() -> No
         old.say(sent("@Human", "@Old", "too late"))
         new.say(sent("@New", "@Human", "live on the new lab", intent="response"))
         board.flush()
-        html = board.transcript.html.value
+        html = board.transcript.shown_html()
         assert "old talk" not in html and "too late" not in html
         assert "new talk" in html and "live on the new lab" in html
         assert board.transcript.model.agent == ""  # the old lab's filter went with it
@@ -391,7 +391,7 @@ def test_an_ask_queued_behind_another_says_whom_it_waits_for() -> None:
     try:
         assert (second.model.view().waiting, second.model.view().working) == ("@Dev", ())
         second.hub.flush()
-        assert '<b>@Dev</b> <span style="color:#07a;font-style:italic">busy with another ask' in second.html.value
+        assert '<b>@Dev</b> <span style="color:#07a;font-style:italic">busy with another ask' in second.shown_html()
         assert repr(second) == "<TranscriptPanel: 1 message>"  # the line is not a message
         assert (first.model.view().waiting, first.model.view().working) == ("", ("@Dev",))
         second.model.set_agent("@Human")  # filtered to someone else: no line

@@ -65,7 +65,7 @@ def board() -> Iterator[Dashboard]:
 
 
 def html(board: Dashboard) -> str:
-    value: str = board.transcript.html.value
+    value: str = board.transcript.shown_html()
     return value
 
 
@@ -219,3 +219,25 @@ def test_drafts_stream_in_through_the_real_provider_and_settle_into_the_sent_mes
         finally:
             lab.recorder.listeners.remove(watch)
             board.close()
+
+
+def test_a_streamed_answer_rewrites_only_the_live_rows_not_every_recorded_one(board: Dashboard) -> None:
+    """Hundreds of long recorded rows are megabytes of HTML: a stream's chunks, flushed four
+    times a second, must not send them to the browser again each time."""
+    long = "a long answer, " * 200
+    for i in range(100):
+        board.feed(sent("@Human", "@Manager", f"{i}: {long}"))
+    rows_sent: list[int] = []
+    live_sent: list[int] = []
+    board.transcript.rows_html.observe(lambda change: rows_sent.append(len(change["new"])), names="value")
+    board.transcript.live_html.observe(lambda change: live_sent.append(len(change["new"])), names="value")
+    board.feed(busy("@Manager", True))
+    for n in range(1, 21):
+        board.feed(stream("@Manager", "Here is the plan " * n, recipient="@Human", intent="response"))
+    assert rows_sent == [] and len(live_sent) == 21  # the working line, then each chunk
+    assert max(live_sent) < 2_000 < sum(len(r.content) for r in board.transcript.model.view().rows)
+    page = html(board)
+    assert page.count(REAL) == 100 and page.count(LIVE) == 1 and page.index(REAL) < page.index(LIVE)
+
+    board.feed(sent("@Manager", "@Human", "Here is the plan " * 20, "response"))  # the real message replaces it
+    assert len(rows_sent) == 1 and html(board).count(REAL) == 101 and LIVE not in html(board)

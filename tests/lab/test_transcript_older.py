@@ -143,9 +143,9 @@ def test_the_show_earlier_button_reads_what_memory_let_go_back_from_the_store(
         assert panel.earlier.disabled
         view = panel.model.view()
         assert [(r.sender, r.recipient, r.content) for r in view.rows] == sent  # in order, none twice, no gap
-        assert "18 earlier rows read back from the event store" in panel.html.value
-        assert "the earliest messages are shown" in panel.html.value
-        assert panel.html.value.count('class="aklab-msg"') == len(sent)
+        assert "18 earlier rows read back from the event store" in panel.shown_html()
+        assert "the earliest messages are shown" in panel.shown_html()
+        assert panel.shown_html().count('class="aklab-msg"') == len(sent)
 
         # Live rows keep arriving: the row they push out of memory joins the rows read back.
         more = _questions(lab, 2)
@@ -223,7 +223,7 @@ def test_without_a_store_the_transcript_says_older_messages_are_not_kept() -> No
         try:
             sent = _questions(lab, 6)  # 12 messages: memory keeps 10, the panel 6
             board.flush()
-            html = board.transcript.html.value
+            html = board.transcript.shown_html()
             assert "older messages are not kept: this lab has no event store" in html
             assert board.transcript.show_earlier(5) == 2  # the two kept rows not shown yet
             assert board.transcript.show_earlier(5) == 0

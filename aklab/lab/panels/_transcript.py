@@ -449,8 +449,15 @@ class TranscriptPanel(Panel[TranscriptView]):
             tooltip="show earlier messages (read back from the event store once memory has let them go)",
         )
         self.earlier.on_click(lambda _button: self.show_earlier(self.page_size))
-        self.html = widgets.HTML(value=note("no messages yet"))
-        return widgets.VBox([widgets.HBox([self.filter, self.earlier]), self.html])
+        # Two HTML widgets: a streamed answer rewrites only the small live one, not every row
+        # the panel holds (hundreds of long messages are megabytes sent to the browser).
+        self.rows_html = widgets.HTML(value=note("no messages yet"))
+        self.live_html = widgets.HTML(value="")
+        return widgets.VBox([widgets.HBox([self.filter, self.earlier]), self.rows_html, self.live_html])
+
+    def shown_html(self) -> str:
+        """The HTML the widget shows now: the recorded rows, then the live ones."""
+        return str(self.rows_html.value) + str(self.live_html.value)
 
     def show_earlier(self, n: int = EARLIER_PAGE) -> int:
         """Show ``n`` earlier rows (what the button does); returns how many were added."""
@@ -475,4 +482,9 @@ class TranscriptPanel(Panel[TranscriptView]):
                 # _on_filter, which flushes again, so the last pick always wins.
                 self.filter.value = value
         self.earlier.disabled = not view.more
-        self.html.value = view.html()
+        rows = view.rows_html()
+        if rows != self.rows_html.value:  # the same long string is not sent again
+            self.rows_html.value = rows
+        live = view.live_html()
+        if live != self.live_html.value:
+            self.live_html.value = live

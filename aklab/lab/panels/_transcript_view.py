@@ -39,6 +39,14 @@ class TranscriptRow:
         return agent in (self.sender, self.recipient)
 
     def html(self) -> str:
+        """The row in the widget (rendered once: a view re-renders every row it holds)."""
+        cached: str | None = self.__dict__.get("_html")
+        if cached is None:
+            cached = self._render()
+            object.__setattr__(self, "_html", cached)
+        return cached
+
+    def _render(self) -> str:
         css = "aklab-note-row" if self.is_note else "aklab-live" if self.live else "aklab-msg"
         color = "#a50" if self.is_note else "#555"
         head = f"<b>{esc(self.sender)}</b> → <b>{esc(self.recipient)}</b> "
@@ -79,19 +87,28 @@ class TranscriptView:
     waiting: str = ""  # the agent this ask waits for while it finishes a turn of another ask
 
     def html(self) -> str:
+        """All the widget shows: ``rows_html() + live_html()``."""
+        return self.rows_html() + self.live_html()
+
+    def rows_html(self) -> str:
+        """The recorded rows and the notes above them: changes only when a message is recorded."""
         earlier = note(self.earlier) if self.earlier else ""
-        working = "".join(_working_html(agent) for agent in self.working)
-        if self.waiting:
-            working += _working_html(self.waiting, "busy with another ask; this one waits its turn", "aklab-waiting")
         if not self.rows and not self.live:
             empty = "no messages yet" if self.agent == ALL else f"no messages to or from {self.agent}"
-            return earlier + (working or note(empty))
+            return earlier + ("" if self.working or self.waiting else note(empty))
         head = (
             note(f"showing the last {len(self.rows)} of {self.matching} messages")
             if self.matching > len(self.rows)
             else ""
         )
-        return earlier + head + "".join(row.html() for row in (*self.rows, *self.live)) + working
+        return earlier + head + "".join(row.html() for row in self.rows)
+
+    def live_html(self) -> str:
+        """Messages being written and agents at work: what changes while a model streams."""
+        working = "".join(_working_html(agent) for agent in self.working)
+        if self.waiting:
+            working += _working_html(self.waiting, "busy with another ask; this one waits its turn", "aklab-waiting")
+        return "".join(row.html() for row in self.live) + working
 
     def _static(self) -> tuple[list[str], tuple[TranscriptRow, ...], list[str]]:
         """The static forms' parts: remarks above, the rows, the working lines below."""
