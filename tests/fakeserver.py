@@ -66,7 +66,7 @@ __all__ = [
 ]
 
 Kind = Literal["text", "tool", "error", "error200", "hang", "stall", "truncated", "cut", "empty", "raw"]
-SseError = Literal["data", "event", "field"]
+SseError = Literal["data", "event", "event-last", "field"]
 
 
 @dataclass(frozen=True)
@@ -165,9 +165,10 @@ def error_at_200(
     not given) sent with status 200, as some OpenAI-compatible servers and gateways do. Non-streamed:
     the whole body. Streamed: ``content`` in a few chunks, then the error, and the body ends (no
     finish reason, no ``[DONE]``). The error goes as ``sse``: ``"data"``, one ``data:`` event;
-    ``"event"``, an ``event: error`` whose ``data:`` is the inner object; ``"field"``, a line
-    ``error: <the inner object>``, as llama.cpp's server (llama-server) sent it before it moved
-    to ``data:``."""
+    ``"event"``, an ``event: error`` whose ``data:`` is the inner object; ``"event-last"``, the
+    same event with its ``data:`` line first (the order of an event's fields is free);
+    ``"field"``, a line ``error: <the inner object>``, as llama.cpp's server (llama-server) sent
+    it before it moved to ``data:``."""
     fields = {"message": message, "code": code, "type": error_type}
     error = {"error": {k: v for k, v in fields.items() if v is not None}}
     return Behaviour("error200", content=content, error=json.dumps(error), sse_error=sse)
@@ -616,7 +617,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._event(b.error or "")
         else:
             inner = json.dumps(json.loads(b.error or "{}")["error"])
-            lines = f"event: error\ndata: {inner}" if b.sse_error == "event" else f"error: {inner}"
+            lines = {
+                "event": f"event: error\ndata: {inner}",
+                "event-last": f"data: {inner}\nevent: error",
+                "field": f"error: {inner}",
+            }[b.sse_error]
             self._write_chunk(f"{lines}\n\n".encode())
         self._end_chunks()
         self.close_connection = True  # the client stops reading at the error: no next request comes

@@ -2,9 +2,10 @@
 
 llama-server has sent a failure inside a stream in two shapes the OpenAI SDK's SSE decoder
 passes over: a line ``error: {...}`` (a field the SSE format does not know, so ignored) and an
-``event: error`` whose ``data:`` is the error object itself, not ``{"error": {...}}``. Either
-way the stream ended with nothing to say why. The client aklab builds for an OpenAI chat
-model reads both as the ``data: {"error": {...}}`` event the SDK does raise.
+``event: error`` whose ``data:`` is the error object itself, not ``{"error": {...}}`` (its
+``event:`` line before or after the ``data:``). Either way the stream ended with nothing to say
+why. The client aklab builds for an OpenAI chat model reads both as the ``data: {"error": {...}}``
+event the SDK does raise.
 
 Through pydantic-ai's real OpenAI model, built by aklab from a ``ModelConfig``, against the
 loopback fake (``tests/fakeserver.py``); tool mode, since the lab streams in it.
@@ -13,6 +14,7 @@ loopback fake (``tests/fakeserver.py``); tool mode, since the lab streams in it.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 
 import httpx2
@@ -24,8 +26,8 @@ from aklab.secrets import REDACTED
 from tests.fakeserver import FakeOpenAI, SseError, error_at_200
 from tests.llm.test_openai_faults import ASK_TIMEOUT, QUESTION, _to_human, always, assert_answers_afterwards, solo_lab
 
-FORMS: list[SseError] = ["field", "event", "data"]
-FORM_IDS = ["error-line", "event-error", "data-error"]
+FORMS: list[SseError] = ["field", "event", "event-last", "data"]
+FORM_IDS = ["error-line", "event-error", "event-error-after-its-data", "data-error"]
 
 #: llama-server's words when a slot fails, and when the prompt outgrows its context.
 CRASHED = "failed to decode the batch"
@@ -37,6 +39,7 @@ def _notice(fake: FakeOpenAI, **model: object) -> str:
         messages = lab.ask(QUESTION, timeout=ASK_TIMEOUT)
         assert fake.bodies[0].get("stream"), "tool mode in a lab streams"
         [notice] = _to_human(messages, "notification")
+        assert not _to_human(messages, "response"), "the answer so far is no reply"
         assert_answers_afterwards(lab, fake)
         return notice.content
 
@@ -58,7 +61,7 @@ def test_a_full_context_told_in_an_sse_error_is_a_full_context(fake_openai: Fake
     assert _notice(fake_openai) == f"@Solo could not answer: {CONTEXT_FULL}"
 
 
-@pytest.mark.parametrize("sse", ["field", "event"], ids=FORM_IDS[:2])
+@pytest.mark.parametrize("sse", FORMS[:3], ids=FORM_IDS[:3])
 def test_an_sse_error_echoing_the_key_is_told_without_it(
     fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch, sse: SseError
 ) -> None:
@@ -104,11 +107,95 @@ def test_the_rewriting_holds_across_chunk_boundaries_and_line_ends(size: int, en
     body = chunk + b"error: " + LLAMA_ERROR + end + end + chunk + b"event: error" + end + b"data: " + LLAMA_ERROR
     body += end + end + b"event: error" + end + b'data: {"error": "as sent"}' + end + end + b": comment" + end
     assert _rewritten(body, size) == (
-        chunk + AS_SDK_ERROR + end + end + chunk + AS_SDK_ERROR + b"\n\n"
-        b"event: error" + end + b'data: {"error": "as sent"}' + end + end + b": comment" + end
+        chunk
+        + AS_SDK_ERROR
+        + end
+        + end
+        + chunk
+        + AS_SDK_ERROR
+        + end
+        + end
+        + b"event: error"
+        + end
+        + b'data: {"error": "as sent"}'
+        + end
+        + end
+        + b": comment"
+        + end
     )
 
 
 def test_a_stream_without_errors_passes_unchanged_and_a_last_unended_line_is_kept() -> None:
     body = b'data: {"a": 1}\n\nevent: message\ndata: {"b": "error: no"}\n\n: errors are not here\ndata: [DONE]'
     assert _rewritten(body, 5) == body
+
+
+@pytest.mark.parametrize("size", [1, 2, 7, 4096], ids=lambda n: f"chunks-of-{n}")
+@pytest.mark.parametrize("end", [b"\n", b"\r\n", b"\r"], ids=["LF", "CRLF", "CR"])
+def test_an_event_error_is_rewritten_whatever_the_order_of_its_fields(size: int, end: bytes) -> None:
+    chunk = b'data: {"choices": []}' + end + end
+    body = chunk + b"data: " + LLAMA_ERROR + end + b"id: 7" + end + b"event:error" + end + end + chunk
+    body += b"id: 8" + end + b"data: " + LLAMA_ERROR + end + b"event: error" + end + b": note" + end + end + chunk
+    assert _rewritten(body, size) == chunk + AS_SDK_ERROR + end + end + chunk + AS_SDK_ERROR + end + end + chunk
+
+
+class _Counted(httpx2.AsyncByteStream):
+    """``chunks``, noting before each (and at the end) how many events were dispatched so far."""
+
+    def __init__(self, chunks: list[bytes], dispatched: list[str]) -> None:
+        self.chunks, self.dispatched, self.counts = chunks, dispatched, list[int]()
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self.chunks:
+            self.counts.append(len(self.dispatched))
+            yield chunk
+        self.counts.append(len(self.dispatched))
+
+
+def _dispatch(chunks: list[bytes], *, hooked: bool) -> tuple[list[str], list[int]]:
+    """The events the OpenAI SDK's own SSE decoder dispatches from ``chunks``, and how many it
+    had dispatched when each next chunk was asked for: the stream is pulled, so a chunk is asked
+    for only when everything the ones before it let through is dispatched."""
+    from openai._streaming import SSEDecoder
+
+    dispatched: list[str] = []
+    source = _Counted(chunks, dispatched)
+    stream: httpx2.AsyncByteStream = SSEErrorStream(source) if hooked else source
+
+    async def read() -> None:
+        async for sse in SSEDecoder().aiter_bytes(stream.__aiter__()):
+            dispatched.append(sse.data)
+
+    asyncio.run(read())
+    return dispatched, source.counts
+
+
+@pytest.mark.parametrize("size", [1, 2, 7, 64, 4096], ids=lambda n: f"chunks-of-{n}")
+@pytest.mark.parametrize("end", [b"\n", b"\r\n", b"\r"], ids=["LF", "CRLF", "CR"])
+def test_the_hook_holds_back_no_event_past_the_chunk_that_ends_it(size: int, end: bytes) -> None:
+    """An event is held until its blank line (an ``event: error`` may follow its data), and the
+    SDK dispatches one only there: every event is dispatched at the very chunk it is without
+    the hook, the words in it too ("error" among them)."""
+    events = [b'data: {"choices": [{"delta": {"content": "token %d, no error: fine"}}]}' % i for i in range(40)]
+    body = b"".join(e + end + (b": ping" + end if i % 7 == 0 else b"") + end for i, e in enumerate(events))
+    chunks = [body[i : i + size] for i in range(0, len(body), size)]
+    assert _dispatch(chunks, hooked=True) == _dispatch(chunks, hooked=False)
+    assert len(_dispatch(chunks, hooked=True)[0]) == len(events)
+
+
+def test_a_long_line_passes_in_time_linear_in_its_length() -> None:
+    """A 32 KB ``data:`` line (a tool call's arguments sent whole) in 4 KiB chunks: the hook
+    looked for line ends over the unended line again at every chunk, 17 s for this one."""
+    body = b'data: {"choices": [{"delta": {"content": "' + b"x" * 32_000 + b'"}}]}\n\n'
+    start = time.perf_counter()
+    assert _rewritten(body, 4096) == body
+    assert time.perf_counter() - start < 1.0
+
+
+def test_an_error_event_whole_but_for_its_blank_line_is_told_as_sent() -> None:
+    chunk = b'data: {"choices": []}\n\n'
+    assert _rewritten(chunk + b"error: " + LLAMA_ERROR, 5) == chunk + AS_SDK_ERROR + b"\n\n"
+    assert _rewritten(chunk + b"event: error\ndata: " + LLAMA_ERROR, 5) == chunk + AS_SDK_ERROR + b"\n\n"
+    assert _rewritten(chunk + b"data: " + LLAMA_ERROR + b"\nevent: error", 5) == chunk + AS_SDK_ERROR + b"\n\n"
+    told = b'data: {"error": {"message": "failed to load model"}}\n\n'
+    assert _rewritten(chunk + b"error: failed to load model\n", 5) == chunk + told

@@ -3,11 +3,17 @@
 The SDK raises an error event of a stream only in the shape ``data: {"error": {...}}``.
 llama.cpp's server (llama-server) has sent one in two other shapes: a line ``error: {...}``,
 a field the SSE format does not know (a decoder must ignore it), and ``event: error`` whose
-``data:`` is the error object itself. The SDK passes over both, so the stream just ended and
-the human read an odd, cut answer. The hook rewrites either, in the bytes of a
-``text/event-stream`` response, to the ``data: {"error": {...}}`` line the SDK raises as
-``APIError``; pydantic-ai then maps it like any error sent mid-stream. Every other line
-passes unchanged, a line at a time.
+``data:`` is the error object itself, the ``event:`` line before or after it (the order of
+an event's fields is free). The SDK passes over both, so the stream just ended and the
+human read an odd, cut answer. The hook rewrites either, in the bytes of a
+``text/event-stream`` response, to the ``data: {"error": {...}}`` event the SDK raises as
+``APIError``; pydantic-ai then maps it like any error sent mid-stream.
+
+Bytes pass an event at a time: an event is held until its blank line, since an
+``event: error`` may come after its ``data:``. That delays no token: the SDK dispatches an
+event only at its blank line, and the hook passes the blank line on in the same chunk it
+came in. An event with no ``error`` in it passes unchanged; a chunk of whole events
+without one (the usual chunk) passes as it came, without being split into lines.
 
 Only for a client of an OpenAI chat model (Chat Completions streams use no ``event:``
 lines): Anthropic's own ``event: error`` must reach its SDK as sent.
@@ -23,7 +29,13 @@ import httpx2
 
 __all__ = ["SSEErrorStream", "read_sse_errors"]
 
-_LINE = re.compile(rb"([^\r\n]*)(\r\n|\r|\n)")
+_LINE_END = re.compile(rb"(\r\n|\r|\n)")
+#: How bytes of whole events end, as a server sends them: with an event's blank line.
+_ENDED = (b"\n\n", b"\r\n\r\n")
+#: The lines that may make an error event: an ``error:`` or an ``event:`` field (at the start
+#: of the bytes, or after a line end).
+_FIELDS = (b"error:", b"event:")
+_AFTER_END = tuple(end + field for end in (b"\n", b"\r") for field in _FIELDS)
 
 
 def read_sse_errors(client: httpx2.AsyncClient) -> httpx2.AsyncClient:
@@ -43,49 +55,95 @@ class SSEErrorStream(httpx2.AsyncByteStream):
 
     def __init__(self, inner: httpx2.AsyncByteStream) -> None:
         self._inner = inner
-        self._rest = b""  # a line not yet ended
-        self._held: list[bytes] | None = None  # the lines of an ``event: error``, until its blank line
+        self._held = bytearray()  # the event not yet ended by its blank line
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         async for chunk in self._inner:
-            if out := self._feed(chunk):
+            if not self._held and chunk.endswith(_ENDED) and not _may_tell_error(chunk):
+                yield chunk  # the usual chunk: whole events, no error among them
+            elif out := self._feed(chunk):
                 yield out
-        out = self._feed(b"", final=True)
-        if self._rest:
-            out += self._line(self._rest, b"")
-        if self._held is not None:
-            out += self._line(b"", b"\n")  # an error event cut before its blank line: told all the same
-        if out:
+        if out := self._last():
             yield out
 
     async def aclose(self) -> None:
         await self._inner.aclose()
 
-    def _feed(self, chunk: bytes, *, final: bool = False) -> bytes:
-        buffer, done, out = self._rest + chunk, 0, []
-        for line in _LINE.finditer(buffer):
-            if line.group(2) == b"\r" and line.end() == len(buffer) and not final:
-                break  # perhaps the first half of a CRLF
-            out.append(self._line(line.group(1), line.group(2)))
-            done = line.end()
-        self._rest = buffer[done:]
-        return b"".join(out)
-
-    def _line(self, text: bytes, end: bytes) -> bytes:
-        if self._held is not None:
-            self._held.append(text + end)
-            if text:
-                return b""
-            held, self._held = self._held, None
-            data = b"\n".join(_value(line.rstrip(b"\r\n")) for line in held if line.startswith(b"data:"))
-            return b"".join(held) if _says_error(data) else b"data: " + _as_error(data) + b"\n\n"
-        name, colon, _ = text.partition(b":")
-        if name == b"event" and _value(text).strip() == b"error":
-            self._held = [text + end]
+    def _feed(self, chunk: bytes) -> bytes:
+        # Held: the bytes after the last blank line. The new one, if any: two line ends in a row,
+        # ``\n\n``, ``\n\r`` or ``\r\r`` (with the LF of a CRLF after the last ``\r``, if it came).
+        held = self._held
+        start = max(len(held) - 1, 0)  # it may begin at the last byte held
+        held += chunk
+        end = held.rfind(b"\n\n", start)
+        if b"\r" in chunk:  # else no CR can end a line in the bytes searched
+            end = max(end, held.rfind(b"\n\r", start), held.rfind(b"\r\r", start))
+        if end < 0:
             return b""
-        if name == b"error" and colon:
-            return b"data: " + _as_error(_value(text)) + end
-        return text + end
+        end += 2
+        if held[end - 1] == 13 and held[end : end + 1] == b"\n":
+            end += 1
+        done = bytes(held[:end])
+        del held[:end]
+        if not _may_tell_error(done):
+            return done
+        return b"".join(_rewritten(event) for event in _events(done))
+
+    def _last(self) -> bytes:
+        """The event the stream ended inside, its error told; other bytes as they came."""
+        held, self._held = bytes(self._held), bytearray()
+        if not _may_tell_error(held):
+            return held
+        *ended, event = _events(held)  # ended: at most the LF of a CRLF whose CR ended the last event
+        return b"".join(line for lines in ended for line in lines) + _rewritten(event, last=True)
+
+
+def _may_tell_error(data: bytes | bytearray) -> bool:
+    """May ``data`` hold an error event: has it an ``error:`` or ``event:`` line, and "error"?"""
+    return b"error" in data and (data.startswith(_FIELDS) or any(field in data for field in _AFTER_END))
+
+
+def _events(region: bytes) -> list[list[bytes]]:
+    """The events of ``region``: each its lines, each line with its line end (the last line
+    of ``region`` may have none)."""
+    parts = _LINE_END.split(region)
+    lines = [parts[i] + parts[i + 1] for i in range(0, len(parts) - 1, 2)]
+    if parts[-1]:
+        lines.append(parts[-1])
+    events: list[list[bytes]] = [[]]
+    for line in lines:
+        events[-1].append(line)
+        if not line.rstrip(b"\r\n"):  # a blank line ends the event
+            events.append([])
+    return [event for event in events if event]
+
+
+def _rewritten(event: list[bytes], *, last: bool = False) -> bytes:
+    """``event`` as the SDK reads an error, if it is one; ``last``: the stream ended inside it."""
+    fields = [(line.partition(b":")[0], _value(line.rstrip(b"\r\n"))) for line in event]
+    errors = [value for name, value in fields if name == b"error"]
+    if any(name == b"event" and value.strip() == b"error" for name, value in fields):
+        data = b"\n".join(value for name, value in fields if name == b"data") or b"\n".join(errors)
+        if _says_error(data):
+            return b"".join(event) + (b"\n\n" if last else b"")  # raised as sent
+    elif not errors:
+        return b"".join(event)
+    elif not last:
+        return b"".join(_error_line(line) for line in event)
+    else:
+        data = errors[-1]
+    if not last:  # the event's own line ends, its blank line as it came (a CRLF's LF may come next)
+        first, blank = event[0], event[-1]
+        return b"data: " + _as_error(data) + first[len(first.rstrip(b"\r\n")) :] + blank
+    return b"data: " + _as_error(data) + b"\n\n"
+
+
+def _error_line(line: bytes) -> bytes:
+    """An ``error:`` line as the ``data:`` line of the same error, with the same line end; any other as it is."""
+    if line.partition(b":")[0] != b"error":
+        return line
+    text = line.rstrip(b"\r\n")
+    return b"data: " + _as_error(_value(text)) + line[len(text) :]
 
 
 def _value(line: bytes) -> bytes:
