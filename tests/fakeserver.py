@@ -8,7 +8,8 @@ assert what reached the wire.
 
 A test scripts it with a queue of behaviours, one per chat request, built by the
 functions below (``text``, ``json_text``, ``tool_call``, ``output``, ``http_error``,
-``rate_limited``, ``hang``, ``stall``, ``truncated_json``, ``cut_stream``, ``empty``, ``error_at_200``); a queue item
+``rate_limited``, ``hang``, ``stall``, ``truncated_json``, ``cut_stream``, ``empty``, ``error_at_200``,
+``sse_tail``); a queue item
 may also be a responder (a callable given the request body, returning a behaviour). When
 the queue is empty the ``default`` responder answers (e.g. ``echo``: text "OK: <the last
 line of the last user message>"); with no default the server answers 500 "nothing scripted", so a forgotten
@@ -58,6 +59,7 @@ __all__ = [
     "output",
     "output_tool_name",
     "rate_limited",
+    "sse_tail",
     "stall",
     "text",
     "tool_call",
@@ -65,7 +67,7 @@ __all__ = [
     "truncated_json",
 ]
 
-Kind = Literal["text", "tool", "error", "error200", "hang", "stall", "truncated", "cut", "empty", "raw"]
+Kind = Literal["text", "tool", "error", "error200", "hang", "stall", "truncated", "cut", "empty", "raw", "tail"]
 SseError = Literal["data", "event", "event-last", "field"]
 
 
@@ -102,6 +104,8 @@ class Behaviour:
     """``error200``: the error object sent, as JSON text; ``error``: the error body, if not the usual one."""
     sse_error: SseError = "data"
     """``error200``, streamed: how the error goes in the stream (see ``error_at_200``)."""
+    tail: bytes = b""
+    """``tail``: the bytes sent as they are after the content (see ``sse_tail``)."""
 
 
 def text(content: str, *, usage: Usage | None = USAGE) -> Behaviour:
@@ -172,6 +176,15 @@ def error_at_200(
     fields = {"message": message, "code": code, "type": error_type}
     error = {"error": {k: v for k, v in fields.items() if v is not None}}
     return Behaviour("error200", content=content, error=json.dumps(error), sse_error=sse)
+
+
+def sse_tail(tail: str | bytes, *, content: str = "The answer", drop: bool = False) -> Behaviour:
+    """A stream of ``content`` in a few chunks, then exactly ``tail`` (SSE text as a server wrote
+    it: any fields, any line ends, a last line left unended), then the body ends; ``drop=True``:
+    the connection closes instead, inside the chunked body. A stream even for a request that
+    asked for none."""
+    data = tail.encode() if isinstance(tail, str) else tail
+    return Behaviour("tail", content=content, tail=data, clean_eof=not drop)
 
 
 def rate_limited(retry_after: float = 1) -> Behaviour:
@@ -523,6 +536,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._truncated(b, body, stream)
         elif b.kind == "cut":
             self._cut(b, body, stream)
+        elif b.kind == "tail":
+            self._tail(b, body)
         elif stream:
             self._stream(b, body)
         else:
@@ -625,6 +640,19 @@ class _Handler(BaseHTTPRequestHandler):
             self._write_chunk(f"{lines}\n\n".encode())
         self._end_chunks()
         self.close_connection = True  # the client stops reading at the error: no next request comes
+
+    def _tail(self, b: Behaviour, body: dict[str, Any]) -> None:
+        self.close_connection = True  # the client stops reading at an error: no next request comes
+        self._start_stream()
+        self._event(json.dumps(self._chunk(body, {"role": "assistant", "content": ""})))
+        for piece in _pieces(b.content or ""):
+            self._event(json.dumps(self._chunk(body, {"content": piece})))
+        if b.tail:
+            self._write_chunk(b.tail)
+        if b.clean_eof:
+            self._end_chunks()
+        else:
+            self._drop()
 
     def _drop(self) -> None:
         with contextlib.suppress(OSError):

@@ -20,7 +20,14 @@ from aklab._text import one_line
 from aklab.errors import AklabError
 from aklab.secrets import redact, shown_url
 
-__all__ = ["CONTEXT_FULL", "RunCancelledError", "describe_failure", "is_context_overflow", "is_cut_response"]
+__all__ = [
+    "CONTEXT_FULL",
+    "ERROR_CUT_OFF",
+    "RunCancelledError",
+    "describe_failure",
+    "is_context_overflow",
+    "is_cut_response",
+]
 
 
 class RunCancelledError(AklabError):
@@ -28,6 +35,10 @@ class RunCancelledError(AklabError):
 
 
 CONTEXT_FULL = "context full: /compact or /clear"
+
+#: The ``type`` of the error the HTTP client makes of an error event a stream ended inside,
+#: cut short (``profiles._sse_errors``): its message is what could be read of the server's.
+ERROR_CUT_OFF = "aklab.error_cut_off"
 
 _OVERFLOW = re.compile(
     r"context (length|window|size)|maximum context|exceeds? (the )?(context|max)|too many tokens|"
@@ -211,6 +222,10 @@ def _describe(exc: BaseException, timeout: float | None) -> str:
     said = _server_message(exc) if status is not None or sent else None
     detail = f": {said}" if said else ""
     mid_stream = any(getattr(e, "in_stream", False) is True for e in _chain(exc))
+    if any(getattr(e, "provider_error_type", None) == ERROR_CUT_OFF for e in _chain(exc)):
+        read = f" ({said})" if said else ""  # as far as it came, "…" where it was cut
+        told = "the model server sent an error mid-stream, but the stream ended before it could be read whole"
+        return f"{told}{read}; ask again"
     if mid_stream:
         http = f"error sent mid-stream{detail}"
     else:

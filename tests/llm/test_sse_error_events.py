@@ -5,7 +5,8 @@ passes over: a line ``error: {...}`` (a field the SSE format does not know, so i
 ``event: error`` whose ``data:`` is the error object itself, not ``{"error": {...}}`` (its
 ``event:`` line before or after the ``data:``). Either way the stream ended with nothing to say
 why. The client aklab builds for an OpenAI chat model reads both as the ``data: {"error": {...}}``
-event the SDK does raise.
+event the SDK does raise; an error event the stream ends inside is told as an error that could
+not be read whole, with what came of it.
 
 Through pydantic-ai's real OpenAI model, built by aklab from a ``ModelConfig``, against the
 loopback fake (``tests/fakeserver.py``); tool mode, since the lab streams in it.
@@ -14,16 +15,17 @@ loopback fake (``tests/fakeserver.py``); tool mode, since the lab streams in it.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator
 
 import httpx2
 import pytest
 
-from aklab.llm.failures import CONTEXT_FULL
+from aklab.llm.failures import CONTEXT_FULL, ERROR_CUT_OFF
 from aklab.llm.profiles._sse_errors import SSEErrorStream
 from aklab.secrets import REDACTED
-from tests.fakeserver import FakeOpenAI, SseError, error_at_200
+from tests.fakeserver import FakeOpenAI, SseError, error_at_200, sse_tail
 from tests.llm.test_openai_faults import ASK_TIMEOUT, QUESTION, _to_human, always, assert_answers_afterwards, solo_lab
 
 FORMS: list[SseError] = ["field", "event", "event-last", "data"]
@@ -73,6 +75,51 @@ def test_an_sse_error_echoing_the_key_is_told_without_it(
         f"@Solo could not answer: the model server failed (error sent mid-stream: no slot for key {REDACTED}); "
         "ask again"
     )
+
+
+CUT = (
+    "@Solo could not answer: the model server sent an error mid-stream, "
+    "but the stream ended before it could be read whole"
+)
+
+
+@pytest.mark.parametrize("drop", [False, True], ids=["body-ended", "connection-dropped"])
+@pytest.mark.parametrize(
+    ("tail", "read"),
+    [
+        ('error: {"code":500,"message":"failed to dec', " (failed to dec…)"),
+        ('event: error\r\ndata: {"code": 500, "mess', ' ({"code": 500, "mess…)'),
+        ('event: error\ndata: {"code":500,"message":"failed to decode the batch","ty', f" ({CRASHED})"),
+        ("event: error\n", ""),
+    ],
+    ids=["error-line", "event-error", "message-whole", "no-data"],
+)
+def test_an_error_event_the_stream_ends_inside_is_told_as_an_error_not_read_whole(
+    fake_openai: FakeOpenAI, tail: str, read: str, drop: bool
+) -> None:
+    """Not the answer so far as a reply, not "dropped", not a JSON error: what came of the error."""
+    fake_openai.push(sse_tail(tail, drop=drop))
+    assert _notice(fake_openai) == f"{CUT}{read}; ask again"
+
+
+KEY = "sk-sse-cut-0123456789abcdef"
+
+
+@pytest.mark.parametrize(
+    ("message", "read"),
+    [
+        (f"no slot for key {KEY}, try la", f"no slot for key {REDACTED}, try la…"),
+        (f"no slot for {KEY[:15]}", "no slot for…"),
+    ],
+    ids=["key-whole", "cut-inside-the-key"],
+)
+def test_an_error_event_cut_off_is_told_without_the_key_it_echoes(
+    fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch, message: str, read: str
+) -> None:
+    """Redaction knows the whole key only: a key cut is left out with the last word."""
+    monkeypatch.setenv("AKLAB_SSE_CUT_KEY", KEY)
+    fake_openai.push(sse_tail(f'error: {{"code":503,"message":"{message}'))
+    assert _notice(fake_openai, api_key_env="AKLAB_SSE_CUT_KEY") == f"{CUT} ({read}); ask again"
 
 
 # -- the rewriting, byte by byte -------------------------------------------------------------------
@@ -192,6 +239,32 @@ def test_a_long_line_passes_in_time_linear_in_its_length() -> None:
     assert time.perf_counter() - start < 1.0
 
 
+# -- an error event the stream ends inside ----------------------------------------------------------
+
+#: How the hook tells an error event cut off: its message as far as it came, else the text.
+CUT_TAILS = {
+    "error-line": (b'error: {"code":500,"message":"failed to dec', "failed to dec…"),
+    "event-error": (b'event: error\ndata: {"code": 500, "mess', '{"code": 500, "mess…'),
+    "message-whole": (b'event: error\ndata: {"code":500,"message":"failed","ty', "failed"),
+    "no-data": (b"event: error\n", ""),
+    "escape-cut": (b'error: {"message":"caf\\u00', "caf…"),
+}
+
+
+def _cut_error(message: str) -> bytes:
+    return b"data: " + json.dumps({"error": {"message": message, "type": ERROR_CUT_OFF}}).encode() + b"\n\n"
+
+
+@pytest.mark.parametrize("size", [1, 3, 4096], ids=lambda n: f"chunks-of-{n}")
+@pytest.mark.parametrize("end", [b"\n", b"\r\n", b"\r"], ids=["LF", "CRLF", "CR"])
+@pytest.mark.parametrize(("tail", "message"), CUT_TAILS.values(), ids=CUT_TAILS.keys())
+def test_an_error_event_the_stream_ends_inside_is_told_as_far_as_it_came(
+    tail: bytes, message: str, size: int, end: bytes
+) -> None:
+    chunk = b'data: {"choices": []}' + end + end
+    assert _rewritten(chunk + tail.replace(b"\n", end), size) == chunk + _cut_error(message)
+
+
 def test_an_error_event_whole_but_for_its_blank_line_is_told_as_sent() -> None:
     chunk = b'data: {"choices": []}\n\n'
     assert _rewritten(chunk + b"error: " + LLAMA_ERROR, 5) == chunk + AS_SDK_ERROR + b"\n\n"
@@ -199,3 +272,30 @@ def test_an_error_event_whole_but_for_its_blank_line_is_told_as_sent() -> None:
     assert _rewritten(chunk + b"data: " + LLAMA_ERROR + b"\nevent: error", 5) == chunk + AS_SDK_ERROR + b"\n\n"
     told = b'data: {"error": {"message": "failed to load model"}}\n\n'
     assert _rewritten(chunk + b"error: failed to load model\n", 5) == chunk + told
+
+
+class _Dropped(_Bytes):
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self.chunks:
+            yield chunk
+        raise httpx2.RemoteProtocolError("peer closed connection without sending complete message body")
+
+
+def _until_dropped(body: bytes) -> bytes:
+    async def read() -> bytes:
+        parts = []
+        with pytest.raises(httpx2.RemoteProtocolError):
+            async for part in SSEErrorStream(_Dropped([body[i : i + 3] for i in range(0, len(body), 3)])):
+                parts.append(part)
+        return b"".join(parts)
+
+    return asyncio.run(read())
+
+
+def test_a_connection_dropped_inside_an_error_event_tells_the_error_first() -> None:
+    """The SDK raises the error and reads no further; read on, the drop is raised as it came."""
+    chunk = b'data: {"choices": []}\n\n'
+    assert _until_dropped(chunk + b'error: {"code":500,"message":"failed to dec') == chunk + _cut_error(
+        "failed to dec…"
+    )
+    assert _until_dropped(chunk + b'data: {"choices": [1') == chunk + b'data: {"choices": [1'

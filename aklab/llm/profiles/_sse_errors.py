@@ -9,6 +9,11 @@ human read an odd, cut answer. The hook rewrites either, in the bytes of a
 ``text/event-stream`` response, to the ``data: {"error": {...}}`` event the SDK raises as
 ``APIError``; pydantic-ai then maps it like any error sent mid-stream.
 
+An error event the stream ends inside (the body ends, or the connection drops, before the
+event's blank line, perhaps mid-line) is told as well: as sent if what came of it reads
+whole, else as an error of type ``ERROR_CUT_OFF`` carrying what could be read
+(``aklab.llm.failures`` says the error could not be read whole).
+
 Bytes pass an event at a time: an event is held until its blank line, since an
 ``event: error`` may come after its ``data:``. That delays no token: the SDK dispatches an
 event only at its blank line, and the hook passes the blank line on in the same chunk it
@@ -26,6 +31,8 @@ import re
 from collections.abc import AsyncIterator
 
 import httpx2
+
+from aklab.llm.failures import ERROR_CUT_OFF
 
 __all__ = ["SSEErrorStream", "read_sse_errors"]
 
@@ -58,11 +65,18 @@ class SSEErrorStream(httpx2.AsyncByteStream):
         self._held = bytearray()  # the event not yet ended by its blank line
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for chunk in self._inner:
-            if not self._held and chunk.endswith(_ENDED) and not _may_tell_error(chunk):
-                yield chunk  # the usual chunk: whole events, no error among them
-            elif out := self._feed(chunk):
+        try:
+            async for chunk in self._inner:
+                if not self._held and chunk.endswith(_ENDED) and not _may_tell_error(chunk):
+                    yield chunk  # the usual chunk: whole events, no error among them
+                elif out := self._feed(chunk):
+                    yield out
+        except httpx2.TransportError:
+            # The connection dropped (or stalled) inside an event: if an error, as far as it came,
+            # it is what the human needs, not "dropped"; the SDK raises it and reads no further.
+            if out := self._last():
                 yield out
+            raise
         if out := self._last():
             yield out
 
@@ -135,6 +149,8 @@ def _rewritten(event: list[bytes], *, last: bool = False) -> bytes:
     if not last:  # the event's own line ends, its blank line as it came (a CRLF's LF may come next)
         first, blank = event[0], event[-1]
         return b"data: " + _as_error(data) + first[len(first.rstrip(b"\r\n")) :] + blank
+    if _cut_off(data, ended=event[-1].endswith((b"\n", b"\r"))):
+        return b"data: " + json.dumps({"error": _as_read(data)}).encode() + b"\n\n"
     return b"data: " + _as_error(data) + b"\n\n"
 
 
@@ -172,3 +188,40 @@ def _as_error(data: bytes) -> bytes:
     if not isinstance(obj, dict):
         obj = {"message": data.decode("utf-8", "replace").strip() or "the server sent an error event"}
     return json.dumps({"error": obj}).encode()
+
+
+def _cut_off(data: bytes, *, ended: bool) -> bool:
+    """Was the error ``data`` of an event the stream ended inside cut short? Not if it reads as
+    JSON, nor if it is text on a line that ended (llama-server's errors are JSON objects)."""
+    try:
+        json.loads(data)
+    except ValueError:
+        return not data.strip() or not ended or data.lstrip().startswith((b"{", b"["))
+    return False
+
+
+_MESSAGE = re.compile(rb'"message"\s*:\s*"((?:[^"\\]|\\.)*)("?)')
+_ESCAPE_CUT = re.compile(rb"\\(u[0-9a-fA-F]{0,3})?$")
+
+
+def _as_read(data: bytes) -> dict[str, str]:
+    """The error object for ``data`` cut short, typed ``ERROR_CUT_OFF``: its message (else the
+    text) as far as it came."""
+    text, whole = data.decode("utf-8", "replace"), False
+    if match := _MESSAGE.search(data):
+        partial, whole = match.group(1), bool(match.group(2))
+        try:
+            text = json.loads(b'"' + (partial if whole else _ESCAPE_CUT.sub(b"", partial)) + b'"')
+        except ValueError:
+            text = partial.decode("utf-8", "replace")
+    return {"message": text.strip() if whole else _cut_short(text), "type": ERROR_CUT_OFF}
+
+
+def _cut_short(text: str) -> str:
+    """``text``, cut at its end, with "…" there. Its last word goes if it has 8 characters or
+    more: it may be the start of a key the server echoed, which redaction cannot know (aklab
+    registers keys from 8 characters on)."""
+    words = text.split()
+    if words and len(words[-1]) >= 8:
+        words.pop()
+    return " ".join(words) + "…" if words else ""
