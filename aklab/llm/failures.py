@@ -18,6 +18,7 @@ from pydantic_ai.exceptions import ModelAPIError, ModelContextWindowExceededErro
 
 from aklab._text import one_line
 from aklab.errors import AklabError
+from aklab.llm._server_said import cut, names_no_model, server_message, what_to_change
 from aklab.secrets import redact, shown_url
 
 __all__ = [
@@ -114,20 +115,7 @@ def _status_sent_as_200(exc: BaseException) -> int | None:
 
 
 def _first_line(exc: BaseException | str, limit: int = 160) -> str:
-    return one_line(str(exc), limit)
-
-
-def _server_message(exc: BaseException, limit: int = 120) -> str | None:
-    """The message of the error body the server sent (``{"error": {"message": ...}}`` and
-    its variants), if an error in the chain carries one."""
-    for e in _chain(exc):
-        body = getattr(e, "body", None)
-        if isinstance(body, dict):
-            inner = body.get("error", body)
-            body = inner.get("message") if isinstance(inner, dict) else inner
-        if isinstance(body, str) and body.strip():
-            return one_line(body, limit)
-    return None
+    return one_line(redact(str(exc)), limit)  # redacted before it is cut: no part of a key is left
 
 
 def _retry_after(exc: BaseException) -> float | None:
@@ -219,7 +207,8 @@ def _describe(exc: BaseException, timeout: float | None) -> str:
     # one; the rest is read here from the same code or type.
     sent = any(isinstance(e, ModelAPIError) for e in _chain(exc))
     at_200 = sent and status is None and (status := _status_sent_as_200(exc)) is not None
-    said = _server_message(exc) if status is not None or sent else None
+    message = server_message(_chain(exc)) if status is not None or sent else None
+    said = None if message is None else cut(message)
     detail = f": {said}" if said else ""
     mid_stream = any(getattr(e, "in_stream", False) is True for e in _chain(exc))
     if any(getattr(e, "provider_error_type", None) == ERROR_CUT_OFF for e in _chain(exc)):
@@ -243,13 +232,13 @@ def _describe(exc: BaseException, timeout: float | None) -> str:
         )
     if status is not None and status >= 500:
         return f"the model server failed ({http}); ask again"
-    if status == 404:  # Ollama's message says which model, and to pull it
+    # A 404 (Ollama's message says which model, and to pull it), or another refusal that says
+    # the model is unknown (pydantic-ai reads ``model_not_found``; gateways answer 400).
+    rejected = status is not None and 400 <= status < 500
+    if status == 404 or (rejected and ("ModelNotFoundError" in names or names_no_model(message))):
         return f"the model or endpoint was not found ({http}); check the model name and base_url"
-    if status is not None and 400 <= status < 500:
-        return (
-            f"the model server rejected the request ({http}); asking again sends the same "
-            "request: check the model's settings (%aklab model ... options, ModelConfig)"
-        )
+    if rejected:
+        return f"the model server rejected the request ({http}); {what_to_change(message)}"
     if said:  # an error object sent with status 200 that names no status
         where = "part-way through its answer" if mid_stream else "instead of an answer"
         return f"the model server sent an error {where} ({said}); ask again"
