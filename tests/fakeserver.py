@@ -9,7 +9,7 @@ assert what reached the wire.
 A test scripts it with a queue of behaviours, one per chat request, built by the
 functions below (``text``, ``json_text``, ``tool_call``, ``output``, ``http_error``,
 ``rate_limited``, ``hang``, ``stall``, ``truncated_json``, ``cut_stream``, ``empty``, ``error_at_200``,
-``sse_tail``); a queue item
+``sse_tail``, ``sse_replay``); a queue item
 may also be a responder (a callable given the request body, returning a behaviour). When
 the queue is empty the ``default`` responder answers (e.g. ``echo``: text "OK: <the last
 line of the last user message>"); with no default the server answers 500 "nothing scripted", so a forgotten
@@ -59,6 +59,7 @@ __all__ = [
     "output",
     "output_tool_name",
     "rate_limited",
+    "sse_replay",
     "sse_tail",
     "stall",
     "text",
@@ -67,7 +68,9 @@ __all__ = [
     "truncated_json",
 ]
 
-Kind = Literal["text", "tool", "error", "error200", "hang", "stall", "truncated", "cut", "empty", "raw", "tail"]
+Kind = Literal[
+    "text", "tool", "error", "error200", "hang", "stall", "truncated", "cut", "empty", "raw", "tail", "replay"
+]
 SseError = Literal["data", "event", "event-last", "field"]
 
 
@@ -106,6 +109,8 @@ class Behaviour:
     """``error200``, streamed: how the error goes in the stream (see ``error_at_200``)."""
     tail: bytes = b""
     """``tail``: the bytes sent as they are after the content (see ``sse_tail``)."""
+    body: bytes = b""
+    """``replay``: the event-stream body sent, byte for byte."""
 
 
 def text(content: str, *, usage: Usage | None = USAGE) -> Behaviour:
@@ -185,6 +190,14 @@ def sse_tail(tail: str | bytes, *, content: str = "The answer", drop: bool = Fal
     asked for none."""
     data = tail.encode() if isinstance(tail, str) else tail
     return Behaviour("tail", content=content, tail=data, clean_eof=not drop)
+
+
+def sse_replay(body: bytes, *, clean_eof: bool = True) -> Behaviour:
+    """Exactly ``body``, an event stream as a real server sent it (a capture), whatever the request
+    asked: status 200, ``text/event-stream``, chunked, one HTTP chunk per event (as llama-server
+    writes them). ``clean_eof=False``: the connection then drops without the body's last chunk,
+    as when the server process ends mid-stream."""
+    return Behaviour("replay", body=body, clean_eof=clean_eof)
 
 
 def rate_limited(retry_after: float = 1) -> Behaviour:
@@ -538,6 +551,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._cut(b, body, stream)
         elif b.kind == "tail":
             self._tail(b, body)
+        elif b.kind == "replay":
+            self._replay(b)
         elif stream:
             self._stream(b, body)
         else:
@@ -654,6 +669,16 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._drop()
 
+    def _replay(self, b: Behaviour) -> None:
+        self.close_connection = True
+        self._start(200, "text/event-stream", [("Transfer-Encoding", "chunked"), ("X-Accel-Buffering", "no")])
+        for event in _events(b.body):
+            self._write_chunk(event)
+        if b.clean_eof:
+            self._end_chunks()
+        else:
+            self._drop()
+
     def _drop(self) -> None:
         with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
@@ -749,6 +774,16 @@ def _usage(u: Usage) -> dict[str, int]:
         "completion_tokens": u.completion_tokens,
         "total_tokens": u.prompt_tokens + u.completion_tokens,
     }
+
+
+def _events(body: bytes) -> Iterator[bytes]:
+    """``body`` cut after each blank line that ends an event (the last piece as it is)."""
+    start = 0
+    while (end := body.find(b"\n\n", start)) >= 0:
+        yield body[start : end + 2]
+        start = end + 2
+    if start < len(body):
+        yield body[start:]
 
 
 def _pieces(s: str, size: int = 8) -> Iterator[str]:
