@@ -173,11 +173,12 @@ def error_at_200(
     """An error object (``{"error": {"message": ..., "code": ..., "type": ...}}``, without the fields
     not given) sent with status 200, as some OpenAI-compatible servers and gateways do. Non-streamed:
     the whole body. Streamed: ``content`` in a few chunks, then the error, and the body ends (no
-    finish reason, no ``[DONE]``). The error goes as ``sse``: ``"data"``, one ``data:`` event;
-    ``"event"``, an ``event: error`` whose ``data:`` is the inner object; ``"event-last"``, the
-    same event with its ``data:`` line first (the order of an event's fields is free);
-    ``"field"``, a line ``error: <the inner object>``, as llama.cpp's server (llama-server) sent
-    it before it moved to ``data:``."""
+    finish reason, no ``[DONE]``). The error goes as ``sse``: ``"data"``, one ``data:`` event,
+    as llama-server sends it now (``sse_replay`` has its exact bytes: tests/local/fixtures);
+    ``"event"``, an ``event: error`` whose ``data:`` is the inner object, as llama-server's
+    Anthropic-style endpoint sends it; ``"event-last"``, the same event with its ``data:`` line
+    first (the order of an event's fields is free); ``"field"``, a line ``error: <the inner
+    object>``, as llama-server's chat completions sent it before it moved to ``data:`` (autumn 2025)."""
     fields = {"message": message, "code": code, "type": error_type}
     error = {"error": {k: v for k, v in fields.items() if v is not None}}
     return Behaviour("error200", content=content, error=json.dumps(error), sse_error=sse)
