@@ -23,6 +23,7 @@ from aklab.secrets import redact, shown_url
 
 __all__ = [
     "CONTEXT_FULL",
+    "CONTEXT_RAN_OUT",
     "ERROR_CUT_OFF",
     "RunCancelledError",
     "describe_failure",
@@ -36,6 +37,14 @@ class RunCancelledError(AklabError):
 
 
 CONTEXT_FULL = "context full: /compact or /clear"
+#: llama-server's "Context size has been exceeded." (a 500, mid-stream or as a stream's only
+#: event) is not a prompt refused for its length (that is its 400): the room ran out while the
+#: answer was written, in a context its parallel requests share. Compacting may not be enough.
+CONTEXT_RAN_OUT = (
+    "the model server ran out of context room (the answer, and its other requests, need it too): "
+    "/compact or /clear, or start the server with a larger context (-c) or fewer parallel slots (-np)"
+)
+_RAN_OUT = re.compile(r"context size has been exceeded", re.IGNORECASE)
 
 #: The ``type`` of the error the HTTP client makes of an error event a stream ended inside,
 #: cut short (``profiles._sse_errors``): its message is what could be read of the server's.
@@ -188,7 +197,8 @@ def _describe(exc: BaseException, timeout: float | None) -> str:
     names = {type(e).__name__ for e in _chain(exc)}
     status = _status(exc)
     if is_context_overflow(exc):
-        return CONTEXT_FULL
+        ran_out = any(_RAN_OUT.search(f"{e} {getattr(e, 'body', '')}") for e in _chain(exc))
+        return CONTEXT_RAN_OUT if ran_out else CONTEXT_FULL
     if names & {"APITimeoutError", "ReadTimeout", "TimeoutException", "TimeoutError", "ConnectTimeout"}:
         after = f" within {timeout:g} s" if timeout else ""
         return f"the model did not answer{after}; try again, or raise the timeout (%aklab model ... --timeout S)"

@@ -36,7 +36,7 @@ from aklab.agent import Notice
 from aklab.errors import ConfigError
 from aklab.lab.session import Lab
 from aklab.llm.config import ModelConfig
-from aklab.llm.failures import CONTEXT_FULL
+from aklab.llm.failures import CONTEXT_FULL, CONTEXT_RAN_OUT
 from aklab.llm.local_server import direct_open, find_smollm2
 
 pytestmark = pytest.mark.local
@@ -208,7 +208,7 @@ def test_a_team_member_told_the_context_is_exceeded_mid_stream_says_so(server: S
         assert answering.started.wait(ASK_TIMEOUT_S)
         messages = lab.ask("Write a long story about a dragon who learns to cook.", timeout=ASK_TIMEOUT_S)
         answering.join()
-        assert _notices(messages) == [f"@Manager could not answer: {CONTEXT_FULL}"]
+        assert _notices(messages) == [f"@Manager could not answer: {CONTEXT_RAN_OUT}"]
         again = lab.ask("What is 2+2?", timeout=ASK_TIMEOUT_S)
         assert [m for m in again if not isinstance(m, Notice) and m.content.strip()], again
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from aklab.llm.failures import CONTEXT_FULL
+from aklab.llm.failures import CONTEXT_RAN_OUT
 from tests.fakeserver import FakeOpenAI, sse_replay
 from tests.llm.test_openai_faults import ASK_TIMEOUT, QUESTION, _to_human, assert_answers_afterwards, solo_lab
 from tests.llm.test_sse_error_events import _rewritten
@@ -51,8 +51,10 @@ def _notice(fake: FakeOpenAI) -> str:
 
 @pytest.mark.parametrize("name", CAPTURES[:2], ids=["after-content", "as-first-event"])
 def test_llama_servers_context_exceeded_mid_stream_reaches_the_notice(fake_openai: FakeOpenAI, name: str) -> None:
+    """Not the prompt refused for its length (that is llama-server's 400, told as CONTEXT_FULL):
+    the room ran out while answering, in a context shared with other requests."""
     fake_openai.push(sse_replay(_capture(name)))
-    assert _notice(fake_openai) == f"@Solo could not answer: {CONTEXT_FULL}"
+    assert _notice(fake_openai) == f"@Solo could not answer: {CONTEXT_RAN_OUT}"
 
 
 def test_llama_server_stopped_mid_stream_is_a_dropped_answer(fake_openai: FakeOpenAI) -> None:

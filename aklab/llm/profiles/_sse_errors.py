@@ -1,13 +1,16 @@
 """An HTTP client hook that reads llama.cpp's SSE error events as the OpenAI SDK reads an error.
 
-The SDK raises an error event of a stream only in the shape ``data: {"error": {...}}``.
-llama.cpp's server (llama-server) has sent one in two other shapes: a line ``error: {...}``,
-a field the SSE format does not know (a decoder must ignore it), and ``event: error`` whose
-``data:`` is the error object itself, the ``event:`` line before or after it (the order of
-an event's fields is free). The SDK passes over both, so the stream just ended and the
-human read an odd, cut answer. The hook rewrites either, in the bytes of a
-``text/event-stream`` response, to the ``data: {"error": {...}}`` event the SDK raises as
-``APIError``; pydantic-ai then maps it like any error sent mid-stream.
+The SDK raises an error event of a stream only in the shape ``data: {"error": {...}}``,
+which is what llama.cpp's server (llama-server) sends on its chat completions today (seen
+running it: tests/local/fixtures). Two other shapes exist: a line ``error: {...}``, a field
+the SSE format does not know (a decoder must ignore it), which llama-server's chat
+completions sent until autumn 2025, and ``event: error`` whose ``data:`` is the error
+object itself, the ``event:`` line before or after it (the order of an event's fields is
+free), the Anthropic-style shape some OpenAI-compatible servers and proxies use. The SDK
+passes over both, so the stream just ended and the human read an odd, cut answer. The hook
+rewrites either, in the bytes of a ``text/event-stream`` response, to the
+``data: {"error": {...}}`` event the SDK raises as ``APIError``; pydantic-ai then maps it
+like any error sent mid-stream.
 
 An error event the stream ends inside (the body ends, or the connection drops, before the
 event's blank line, perhaps mid-line) is told as well: as sent if what came of it reads
