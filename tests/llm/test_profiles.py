@@ -83,7 +83,6 @@ def test_a_local_profile_speaks_the_llama_cpp_dialect(resolved: Callable[..., Re
         "prompted",
         constrain_json=False,
         local=True,
-        reports_stream_usage=False,
         state_in_system=True,
         recent_runs=2,
         context_length=4_096,
@@ -183,7 +182,6 @@ def test_openai_with_a_base_url_goes_to_chat_completions_never_responses(
         "prompted",
         constrain_json=False,
         local=True,
-        reports_stream_usage=False,
         state_in_system=True,
         context_length=8_192,
     )

@@ -84,8 +84,6 @@ class Profile:
     (llama.cpp's grammar-constrained JSON)."""
     local: bool = False
     """A server on this machine: its usage costs 0 (cost source ``local``)."""
-    reports_stream_usage: bool = True
-    """The server reports token usage at the end of a stream (llama-cpp-python does not)."""
     state_in_system: bool = False
     """Send the team's latest full state in the system message, not at the head of a user turn
     (``aklab.llm.system_state``). The OpenAI-compatible dialect does: on SmolLM2-135M, nine

@@ -89,7 +89,6 @@ def build_compatible(
         # answers in prose, which the text fallback delivers.
         constrain_json=ctx.cfg.output_mode == "grammar",
         local=local,
-        reports_stream_usage=False,
         state_in_system=True,
         # ``openai:NAME`` on a loopback URL lands here: a local server, not OpenAI's window.
         context_length=ctx.cfg.context_length
