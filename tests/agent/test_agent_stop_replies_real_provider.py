@@ -25,6 +25,7 @@ from aklab.llm import ModelConfig
 from aklab.llm.config import OutputModeSetting
 from aklab.tools import PlanningTool, ToolCard, ToolHost
 from aklab.tools.mailbox import NO_RUN_TO_CANCEL, run_cancelled
+from tests.agent.test_agent_commands_real_provider import _msg, _said, _who
 from tests.fakeserver import Behaviour, FakeOpenAI, hang, last_user_text, output, tool_call
 
 TEAM = {
@@ -72,19 +73,6 @@ def _team(*developer_tools: ToolCard) -> TeamSpec:
 def _lab(fake_openai: FakeOpenAI, mode: OutputModeSetting, *tools: ToolCard, store: Any = False) -> Lab:
     cfg = ModelConfig(provider="openai-compatible", model="fake", base_url=fake_openai.url, output_mode=mode)
     return Lab(_team(*tools), model=cfg, store=store)
-
-
-def _msg(intent: str, to: str, text: str) -> dict[str, str]:
-    return {"message_type": intent, "recipient": to, "message": text}
-
-
-def _who(body: dict[str, Any]) -> str:
-    return str(body["messages"][0].get("content") or "").split(".")[0].removeprefix("You are ")
-
-
-def _said(body: dict[str, Any]) -> str:
-    """The message itself: the last paragraph of the request, after its framing."""
-    return last_user_text(body).split("\n\n")[-1]
 
 
 def _models(

@@ -6,7 +6,7 @@ is told in one readable line and leaves the history as it was."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import pytest
@@ -115,23 +115,29 @@ def _filled(fake_openai: FakeOpenAI) -> Iterator[Lab]:
         yield lab
 
 
+def _stopped_while_hanging(lab: Lab, fake_openai: FakeOpenAI, arrived: Callable[[FakeOpenAI], bool]) -> None:
+    """Ask "Capital of Chile?", the server holding the request; ``lab.stop()`` once ``arrived``:
+    told as a stopped run, and nothing failed."""
+    fake_openai.push(hang())
+    try:
+        lab.send("Capital of Chile?")
+        assert fake_openai.wait_for(arrived), "the request never reached the server"
+        assert lab.stop() == ["@Solo"]
+        assert lab.wait(5)
+    finally:
+        fake_openai.release()
+    assert [m.content for m in lab.replies()][-1] == "Run interrupted. (@Solo)"
+    assert lab.errors() == []
+
+
 def test_a_stop_during_an_automatic_summary_interrupts_it_and_the_team_answers_next(
     fake_openai: FakeOpenAI,
 ) -> None:
     """The summary request a full context triggers is part of the turn: stopping the ask
     abandons it at once, told as any stopped run, and nothing fails."""
     with _filled(fake_openai) as lab:
-        fake_openai.push(hang())
-        try:
-            lab.send("Capital of Chile?")
-            assert fake_openai.wait_hanging(5), "the summary request never reached the server"
-            assert last_user_text(fake_openai.bodies[-1]) == SUMMARY_PROMPT
-            assert lab.stop() == ["@Solo"]
-            assert lab.wait(5)
-        finally:
-            fake_openai.release()
-        assert [m.content for m in lab.replies()][-1] == "Run interrupted. (@Solo)"
-        assert lab.errors() == []
+        _stopped_while_hanging(lab, fake_openai, lambda f: f.hanging == 1)
+        assert last_user_text(fake_openai.bodies[-1]) == SUMMARY_PROMPT
         fake_openai.push(text("Summary: Paris, Lima."), text("Santiago."))
         assert _said(lab, "Capital of Chile?") == [("response", "Santiago.")]
         assert lab.errors() == []
@@ -172,13 +178,4 @@ def test_a_stop_during_compact_is_one_line_and_leaves_no_reason_for_the_next_sto
             fake_openai.release()
         stopped = "Error in /compact: stopped before the summary came back. Nothing was compacted."
         assert [m.content for m in lab.replies()][2:] == [stopped]  # not also "There is no run to cancel."
-        fake_openai.push(hang())
-        try:
-            lab.send("Capital of Chile?")
-            assert fake_openai.wait_for(lambda f: f.hanging == 1 and len(f.bodies) == 4)
-            assert lab.stop() == ["@Solo"]
-            assert lab.wait(5)
-        finally:
-            fake_openai.release()
-        assert [m.content for m in lab.replies()][-1] == "Run interrupted. (@Solo)"
-        assert lab.errors() == []
+        _stopped_while_hanging(lab, fake_openai, lambda f: f.hanging == 1 and len(f.bodies) == 4)

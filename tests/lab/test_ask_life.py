@@ -20,6 +20,7 @@ from aklab.llm.scripted import scripted_model
 from aklab.store import SqliteStore, StoreSubscriber, new_team_id
 from tests.fakeserver import Behaviour, FakeOpenAI, hang, last_user_text, output
 from tests.lab.test_ask_ok import HeldDeveloper
+from tests.lab.test_resume_real_provider import RELAY
 
 #: The columns both frames have.
 SHARED = ["ask_id", "question", "agents", "requests", "input_tokens", "output_tokens", "total_tokens", "cost_usd", "ok"]
@@ -139,14 +140,6 @@ def test_a_store_written_without_handling_ends_says_an_unanswered_ask_is_unknown
 
 
 # -- over pydantic-ai's real OpenAI provider ----------------------------------------------------
-RELAY = {
-    "name": "relay",
-    "entry": "Manager",
-    "roles": [
-        {"role": "Manager", "prompt": "You are Manager.", "routes_to": ["Developer"]},
-        {"role": "Developer", "prompt": "You are Developer."},
-    ],
-}
 
 
 def _relay(body: dict[str, Any]) -> Behaviour:
