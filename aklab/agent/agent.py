@@ -392,6 +392,11 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
                     "delivered as it stands. Raise the limit (%aklab model ... --max-tokens N, or "
                     "ModelConfig(max_tokens=N)) or ask for less."
                 )
+            elif self._react_agent.last_unfinished:
+                self.notify_human(
+                    f"{self.config.name}'s answer ended without the server saying it was finished (no finish "
+                    "reason): it may be cut short, and is delivered as it stands. Ask again if it looks incomplete."
+                )
             return output
         except RunCancelledError:
             self._purge_cancels()

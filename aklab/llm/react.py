@@ -189,11 +189,15 @@ class ReactAgent:
         #: Whether the last run's final answer stopped at the model's max_tokens (its finish
         #: reason "length"): what was written is used, and the agent says it was cut.
         self.last_cut = False
+        #: Whether the last run's final answer came from an OpenAI chat server without a finish
+        #: reason (a stream that just ended, say a proxy's cut): it may be cut short.
+        self.last_unfinished = False
         #: Why the last automatic compaction's summary request failed (old runs were dropped
         #: instead), or None.
         self.summary_failed: str | None = None
         model = self._resolved.model
         self._can_stream = runtime.stream and model_can_stream(model)
+        self._tells_finish = _tells_finish(model)
         self._agent: Agent[Any, Any] = _SchemaSharingAgent(
             model,
             output_type=str,
@@ -351,6 +355,10 @@ class ReactAgent:
         messages = result.all_messages()
         final = next((m for m in reversed(messages[before:]) if isinstance(m, ModelResponse)), None)
         self.last_cut = final is not None and final.finish_reason == "length"
+        # pydantic-ai writes "stop" for a missing finish reason; only the raw one it keeps tells.
+        self.last_unfinished = (
+            self._tells_finish and final is not None and "finish_reason" not in (final.provider_details or {})
+        )
         self.messages = prune_rejected(messages, before)
         if tidied:
             self.messages = retell(self.messages, before, tidied)
@@ -766,6 +774,14 @@ class _ToolGuard(AbstractCapability[Any]):
 #: What a stopped run leaves in the history as its answer: that it was stopped, and that it
 #: is not to be taken up again unasked (a small model otherwise goes on with a stopped
 #: question when the next message says little).
+def _tells_finish(model: Any) -> bool:
+    """Does ``model`` keep the server's raw finish reason (an OpenAI chat model: every server
+    aklab meets sends one, so its absence means the answer ended unannounced)?"""
+    from pydantic_ai.models.openai import OpenAIChatModel
+
+    return isinstance(model, OpenAIChatModel)
+
+
 INTERRUPTED = "[interrupted: stopped before it was answered; take it up again only if asked to]"
 
 _TOOL_GUARD = _ToolGuard()

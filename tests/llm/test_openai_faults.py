@@ -341,6 +341,25 @@ def test_a_response_cut_mid_stream_ends_well_and_the_team_answers_afterwards(
         assert_answers_afterwards(lab, fake_openai)
 
 
+def test_a_stream_that_ends_without_a_finish_reason_is_delivered_with_a_warning(fake_openai: FakeOpenAI) -> None:
+    """The body ends properly but no chunk said the answer was finished (no finish reason, no
+    ``[DONE]``): pydantic-ai takes it as a "stop". What came is delivered, and the human is told
+    it may be cut, rather than reading half an answer as a whole one."""
+    fake_openai.push(cut_stream("The answer is", clean_eof=True))
+    with solo_lab(fake_openai, output_mode="tool") as lab:
+        first = lab.ask(QUESTION, timeout=ASK_TIMEOUT)
+        assert fake_openai.bodies[0].get("stream"), "tool mode in a lab streams"
+        assert [r.content for r in _to_human(first, "response")] == ["The answer is"]
+        assert [n.content for n in _to_human(first, "notification")] == [
+            "@Solo's answer ended without the server saying it was finished (no finish reason): it may be cut "
+            "short, and is delivered as it stands. Ask again if it looks incomplete."
+        ]
+        fake_openai.default = echo
+        again = lab.ask(FOLLOW_UP, timeout=ASK_TIMEOUT)
+        assert [(m.type, m.content) for m in _to_human(again, "response")] == [("response", f"OK: {FOLLOW_UP}")]
+        assert not _to_human(again, "notification"), "a finished answer got the warning"
+
+
 @modes
 def test_a_response_cut_once_is_retried_and_answered(fake_openai: FakeOpenAI, mode: str) -> None:
     fake_openai.default = echo
