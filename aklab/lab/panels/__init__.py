@@ -13,7 +13,8 @@ from aklab.lab.panels._dashboard import Dashboard, ask_transcript, attach_panels
 from aklab.lab.panels._feed import watch_lab
 from aklab.lab.panels._hub import Panel, PanelHub, PanelModel
 from aklab.lab.panels._roster import RosterModel, RosterPanel
-from aklab.lab.panels._transcript import TranscriptModel, TranscriptPanel
+from aklab.lab.panels._transcript import TranscriptModel
+from aklab.lab.panels._transcript_panel import TranscriptPanel
 from aklab.lab.panels._usage import UsageModel, UsagePanel
 
 __all__ = [

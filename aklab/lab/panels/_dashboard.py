@@ -34,7 +34,7 @@ from aklab.lab.panels._hub import Panel, PanelHub, close_widget, widget_bundle
 from aklab.lab.panels._older import OlderRecords
 from aklab.lab.panels._roster import RosterPanel, model_label
 from aklab.lab.panels._static import snapshot_note
-from aklab.lab.panels._transcript import TranscriptPanel
+from aklab.lab.panels._transcript_panel import TranscriptPanel
 from aklab.lab.panels._usage import UsagePanel
 
 if TYPE_CHECKING:

@@ -48,14 +48,13 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from aklab._text import counted
 from aklab.agent import AgentBusyEvent, AgentMessage, Notice, OperatorActionEvent, RoutingSkippedEvent
 from aklab.core import ErrorMessage, EventMessage, Message, SentMessage
 from aklab.lab.panels._feed import ask_of
-from aklab.lab.panels._html import note
-from aklab.lab.panels._hub import Panel, PanelHub, PanelModel
+from aklab.lab.panels._hub import PanelModel
 from aklab.lab.panels._transcript_view import ALL, TranscriptRow, TranscriptView
 from aklab.lab.result import intent_label
 from aklab.llm.streaming import OutputStreamEvent
@@ -63,7 +62,7 @@ from aklab.llm.streaming import OutputStreamEvent
 if TYPE_CHECKING:
     from aklab.lab.panels._older import OlderRecords
 
-__all__ = ["TranscriptModel", "TranscriptPanel", "TranscriptRow", "TranscriptView"]
+__all__ = ["EARLIER_PAGE", "TranscriptModel", "TranscriptRow", "TranscriptView"]
 
 _UNKNOWN = "…"  # a recipient or intent the model has not written yet
 #: How many earlier rows one click on "show earlier" asks for.
@@ -414,77 +413,3 @@ def _rows_of(records: list[Message]) -> list[TranscriptRow]:
     for record in records:
         scratch._feed(record)
     return list(scratch._rows)
-
-
-class TranscriptPanel(Panel[TranscriptView]):
-    """A filter dropdown (by agent) and a "show earlier" button over the rendered transcript."""
-
-    title = "Transcript"
-    model: TranscriptModel
-
-    def __init__(self, hub: PanelHub | None = None, *, limit: int = 500, keep: int = 5000) -> None:
-        self._page_size = EARLIER_PAGE
-        super().__init__(TranscriptModel(limit=limit, keep=keep), hub)
-
-    @property
-    def page_size(self) -> int:
-        """How many earlier rows the "show earlier" button asks for."""
-        return self._page_size
-
-    @page_size.setter
-    def page_size(self, n: int) -> None:
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"page_size must be a number of rows >= 1, not {n!r}")
-        self._page_size = n
-        self.earlier.description = f"show {n} earlier"
-
-    def _build(self) -> Any:
-        import ipywidgets as widgets
-
-        self.filter = widgets.Dropdown(options=[("all agents", ALL)], value=ALL, description="agent")
-        self.filter.observe(self._on_filter, names="value")
-        self.earlier = widgets.Button(
-            description=f"show {EARLIER_PAGE} earlier",
-            disabled=True,
-            tooltip="show earlier messages (read back from the event store once memory has let them go)",
-        )
-        self.earlier.on_click(lambda _button: self.show_earlier(self.page_size))
-        # Two HTML widgets: a streamed answer rewrites only the small live one, not every row
-        # the panel holds (hundreds of long messages are megabytes sent to the browser).
-        self.rows_html = widgets.HTML(value=note("no messages yet"))
-        self.live_html = widgets.HTML(value="")
-        return widgets.VBox([widgets.HBox([self.filter, self.earlier]), self.rows_html, self.live_html])
-
-    def shown_html(self) -> str:
-        """The HTML the widget shows now: the recorded rows, then the live ones."""
-        return str(self.rows_html.value) + str(self.live_html.value)
-
-    def show_earlier(self, n: int = EARLIER_PAGE) -> int:
-        """Show ``n`` earlier rows (what the button does); returns how many were added."""
-        added = self.model.show_earlier(n)
-        self.hub.flush()
-        return added
-
-    def _on_filter(self, change: dict[str, Any]) -> None:
-        if self.hub.applying():
-            return  # our own options update, not the user's choice
-        self.model.set_agent(change["new"])
-        self.hub.flush()
-
-    def _apply(self, view: TranscriptView) -> None:
-        options = [("all agents", ALL), *((a, a) for a in view.agents)]
-        value = view.agent if view.agent in view.agents else ALL
-        with self.filter.hold_sync():
-            if list(self.filter.options) != options:
-                self.filter.options = options  # this selects the first option; the model's choice goes back below
-            if self.filter.value != value:
-                # The model is the source of truth: a user's pick reaches it through
-                # _on_filter, which flushes again, so the last pick always wins.
-                self.filter.value = value
-        self.earlier.disabled = not view.more
-        rows = view.rows_html()
-        if rows != self.rows_html.value:  # the same long string is not sent again
-            self.rows_html.value = rows
-        live = view.live_html()
-        if live != self.live_html.value:
-            self.live_html.value = live
