@@ -378,16 +378,18 @@ def test_concurrent_feeders_and_flushers_leave_every_record_shown(
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
-def test_records_do_not_create_widgets_or_comms(board: Dashboard) -> None:
+def test_records_create_no_widgets_or_comms_but_the_transcripts_blocks(board: Dashboard) -> None:
+    """The transcript's rows are in blocks, each a widget (and its style): those come and
+    go with the rows (test_transcript_blocks); nothing else is made per record."""
     board.feed(sent("@Human", "@A", "warm up"))
-    before = widget_count()
+    before = widget_count() - 2 * len(board.transcript.rows)
     for i in range(100):
         agent = f"@A{i % 7}"
         board.feed(
             [sent("@Human", agent, f"m{i}"), busy(agent, i % 2 == 0), context(agent, i, f"n={i}"), usage(agent)][i % 4]
         )
     board.flush()
-    assert widget_count() == before
+    assert widget_count() == before + 2 * len(board.transcript.rows)
     assert repr(board.transcript) == "<TranscriptPanel: 26 messages>"
 
 

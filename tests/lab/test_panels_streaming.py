@@ -13,6 +13,7 @@ from aklab.lab.teamfile import team_from_dict
 from aklab.llm import ModelConfig
 from aklab.llm.streaming import OutputStreamEvent
 from tests.fakeserver import FakeOpenAI, output
+from tests.lab.conftest import CommTraffic
 
 LIVE = 'class="aklab-live"'
 REAL = 'class="aklab-msg"'
@@ -221,23 +222,29 @@ def test_drafts_stream_in_through_the_real_provider_and_settle_into_the_sent_mes
             board.close()
 
 
-def test_a_streamed_answer_rewrites_only_the_live_rows_not_every_recorded_one(board: Dashboard) -> None:
+def test_a_streamed_answer_rewrites_only_the_live_rows_not_every_recorded_one(traffic: CommTraffic) -> None:
     """Hundreds of long recorded rows are megabytes of HTML: a stream's chunks, flushed four
     times a second, must not send them to the browser again each time."""
-    long = "a long answer, " * 200
-    for i in range(100):
-        board.feed(sent("@Human", "@Manager", f"{i}: {long}"))
-    rows_sent: list[int] = []
-    live_sent: list[int] = []
-    board.transcript.rows_html.observe(lambda change: rows_sent.append(len(change["new"])), names="value")
-    board.transcript.live_html.observe(lambda change: live_sent.append(len(change["new"])), names="value")
-    board.feed(busy("@Manager", True))
-    for n in range(1, 21):
-        board.feed(stream("@Manager", "Here is the plan " * n, recipient="@Human", intent="response"))
-    assert rows_sent == [] and len(live_sent) == 21  # the working line, then each chunk
-    assert max(live_sent) < 2_000 < sum(len(r.content) for r in board.transcript.model.view().rows)
-    page = html(board)
-    assert page.count(REAL) == 100 and page.count(LIVE) == 1 and page.index(REAL) < page.index(LIVE)
+    board = Dashboard()
+    try:
+        long = "a long answer, " * 200
+        for i in range(100):
+            board.feed(sent("@Human", "@Manager", f"{i}: {long}"))
+        traffic.clear()
+        board.feed(busy("@Manager", True))
+        for n in range(1, 21):
+            board.feed(stream("@Manager", "Here is the plan " * n, recipient="@Human", intent="response"))
+        live = board.transcript.live_html
+        # the working line, then each chunk: nothing else of the transcript
+        assert traffic.updates(within=board.transcript.widget) == {live.model_id: 21}
+        recorded = sum(len(r.content) for r in board.transcript.model.view().rows)
+        assert max(s.size for s in traffic.sent) < 2_000 < recorded
+        page = html(board)
+        assert page.count(REAL) == 100 and page.count(LIVE) == 1 and page.index(REAL) < page.index(LIVE)
 
-    board.feed(sent("@Manager", "@Human", "Here is the plan " * 20, "response"))  # the real message replaces it
-    assert len(rows_sent) == 1 and html(board).count(REAL) == 101 and LIVE not in html(board)
+        traffic.clear()
+        board.feed(sent("@Manager", "@Human", "Here is the plan " * 20, "response"))  # the real message replaces it
+        assert html(board).count(REAL) == 101 and LIVE not in html(board)
+        assert len(traffic.to(live)) == 1 and traffic.bytes() < 2 * len(board.transcript.model.view().rows[0].html())
+    finally:
+        board.close()

@@ -5,7 +5,10 @@ messages the transcript shows three kinds of notes, because a reader of the
 conversation needs them to make sense of it: a ``/command`` a human ran on an agent
 (``OperatorActionEvent``), a message that could not be routed (``RoutingSkippedEvent``)
 and a handler error (``ErrorMessage``). The model keeps the last ``keep`` rows; the
-widget renders the last ``limit`` of those that match the filter.
+widget renders the last ``limit`` of those that match the filter, in blocks of ``block``
+rows (see ``TranscriptView.blocks``): a new message re-sends one small block, not every
+row. What is shown starts at a block's first row, so it floats between ``limit`` and
+``limit + block - 1`` rows, and the oldest block goes as a whole.
 
 A ``/command`` is recorded three times: the human's message carrying it, the agent's
 ``notification`` back with the result, and the operator-action note. The note says both
@@ -55,7 +58,7 @@ from aklab.agent import AgentBusyEvent, AgentMessage, Notice, OperatorActionEven
 from aklab.core import ErrorMessage, EventMessage, Message, SentMessage
 from aklab.lab.panels._feed import ask_of
 from aklab.lab.panels._hub import PanelModel
-from aklab.lab.panels._transcript_view import ALL, TranscriptRow, TranscriptView
+from aklab.lab.panels._transcript_view import ALL, TranscriptRow, TranscriptView, block_rows
 from aklab.lab.result import intent_label
 from aklab.llm.streaming import OutputStreamEvent
 
@@ -74,6 +77,8 @@ class TranscriptModel(PanelModel[TranscriptView]):
         super().__init__()
         self.limit = limit
         self.keep = max(keep, limit)
+        #: Rows in one block of the widget (what a new message re-sends at most).
+        self.block = block_rows(limit)
         #: How many rows read back (or pushed out after a read) are held at most.
         self.keep_earlier = self.keep
         self.source: OlderRecords | None = None
@@ -94,6 +99,9 @@ class TranscriptModel(PanelModel[TranscriptView]):
         self._extra = 0  # rows shown beyond ``limit``, one "show earlier" at a time
         self._reading = False  # a read from the store is in progress (the lock is not held meanwhile)
         self._dropped = 0  # kept rows pushed out by newer ones (or records the feed had dropped)
+        # Rows gone from the front of the matching ones (less those read back before them), by
+        # filter: where the first matching row stands, so a row keeps its position (its block).
+        self._gone: dict[str, int] = {}
         self._agents: dict[str, None] = {}
         self._messages = 0
         self._notes = 0
@@ -159,10 +167,25 @@ class TranscriptModel(PanelModel[TranscriptView]):
             if self._older or self._reading:  # rows were (are being) read back: the pushed row joins them
                 self._older.append(pushed)
                 while len(self._older) > self.keep_earlier:
-                    self._older.popleft()
-            elif self._older_done:  # the pushed row is older than any held now: the store has it
-                self._older_done, self._older_note, self._cursor = False, "", None
+                    self._went(self._older.popleft(), 1)
+            else:
+                self._went(pushed, 1)
+                if self._older_done:  # the pushed row is older than any held now: the store has it
+                    self._older_done, self._older_note, self._cursor = False, "", None
         self._rows.append(row)
+
+    def _went(self, row: TranscriptRow, n: int) -> None:
+        """``row`` left the front of the rows (``n=1``), or came back before them (``-1``)."""
+        for key in {ALL, row.sender, row.recipient}:
+            self._gone[key] = self._gone.get(key, 0) + n
+
+    def _first_shown(self, matching: int) -> int:
+        """The index of the first row shown among the ``matching`` ones: the first of the
+        block holding the ``limit + extra``-th row from the end (so the oldest block shown
+        stays whole while rows arrive, until all of it is past the window)."""
+        gone = self._gone.get(self._agent, 0)
+        first = (gone + matching - self.limit - self._extra) // self.block * self.block
+        return max(0, first - gone)
 
     # -- older rows ---------------------------------------------------------------------
     def bind(self, source: OlderRecords | None, *, dropped: int = 0, holds_all: bool = False) -> None:
@@ -183,11 +206,13 @@ class TranscriptModel(PanelModel[TranscriptView]):
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ValueError(f"n must be a number of rows >= 1, not {n!r}")
         with self._lock:
-            hidden = len(self._matching()) - (self.limit + self._extra)
+            matching = len(self._matching())
+            hidden = self._first_shown(matching)
             if hidden > 0:
-                self._extra += min(n, hidden)
+                # Widen the window to start n rows earlier: it then starts at that row's block.
+                self._extra = max(self._extra, matching - self.limit - max(0, hidden - n))
                 self._changed()
-                return min(n, hidden)
+                return hidden - self._first_shown(matching)
             source = self.source
             if source is None or self._older_done:
                 if self._dropped and not self._older_note:
@@ -214,6 +239,8 @@ class TranscriptModel(PanelModel[TranscriptView]):
             room = self.keep_earlier - len(self._older)
             rows = rows[-room:] if room > 0 else []
             self._older.extendleft(reversed(rows))
+            for row in rows:
+                self._went(row, -1)
             now = self._older[0] if self._older else self._rows[0] if self._rows else None
             self._cursor = (now, page.cursor) if page.cursor is not None else None
             self._older_done = page.done or room <= len(rows)
@@ -236,9 +263,9 @@ class TranscriptModel(PanelModel[TranscriptView]):
         rows = [*self._older, *self._rows]
         return rows if agent == ALL else [r for r in rows if r.involves(agent)]
 
-    def _earlier(self) -> tuple[str, bool]:
+    def _earlier(self, matching: int) -> tuple[str, bool]:
         """The note about older rows, and whether "show earlier" can show more."""
-        more = len(self._matching()) > self.limit + self._extra
+        more = self._first_shown(matching) > 0
         source = self.source
         if source is not None and source.store is None:
             why = source.why_not or "older messages are not kept"
@@ -319,10 +346,20 @@ class TranscriptModel(PanelModel[TranscriptView]):
         live = tuple(r for r in self._live.values() if agent == ALL or r.involves(agent))
         writing = {r.sender for r in self._live.values()}
         working = tuple(a for a in self._busy if a not in writing and agent in (ALL, a))
-        earlier, more = self._earlier()
-        window = self.limit + self._extra
+        earlier, more = self._earlier(len(rows))
+        first = self._first_shown(len(rows))
         return TranscriptView(
-            tuple(rows[-window:]), len(rows), tuple(self._agents), agent, live, earlier, more, working, self._waiting()
+            tuple(rows[first:]),
+            len(rows),
+            tuple(self._agents),
+            agent,
+            live,
+            earlier,
+            more,
+            working,
+            self._waiting(),
+            start=self._gone.get(agent, 0) + first,
+            block=self.block,
         )
 
     def _waiting(self) -> str:

@@ -1,14 +1,22 @@
 """TranscriptPanel: the transcript's widgets (an agent filter, a "show earlier" button, the
-rows) over a :class:`~aklab.lab.panels._transcript.TranscriptModel`."""
+rows) over a :class:`~aklab.lab.panels._transcript.TranscriptModel`.
+
+The widget is a column: the notes above the rows, the recorded rows in keyed blocks
+(``_blocks.HtmlBlocks``; how they are cut: ``TranscriptView.blocks``), then the live rows
+in a widget of their own. A new message re-sends one small block, a streamed chunk the
+live rows only: not every row the panel holds, which for hundreds of long messages is
+megabytes sent to the browser at each update.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from aklab.lab.panels._blocks import HtmlBlocks
 from aklab.lab.panels._html import note
 from aklab.lab.panels._hub import Panel, PanelHub
 from aklab.lab.panels._transcript import EARLIER_PAGE, TranscriptModel
-from aklab.lab.panels._transcript_view import ALL, TranscriptView
+from aklab.lab.panels._transcript_view import ALL, TranscriptRow, TranscriptView
 
 __all__ = ["TranscriptPanel"]
 
@@ -46,15 +54,19 @@ class TranscriptPanel(Panel[TranscriptView]):
             tooltip="show earlier messages (read back from the event store once memory has let them go)",
         )
         self.earlier.on_click(lambda _button: self.show_earlier(self.page_size))
-        # Two HTML widgets: a streamed answer rewrites only the small live one, not every row
-        # the panel holds (hundreds of long messages are megabytes sent to the browser).
-        self.rows_html = widgets.HTML(value=note("no messages yet"))
+        # The notes, the recorded rows in blocks, the live rows: a streamed answer rewrites only
+        # the small live widget, a new message one small block, not every row the panel holds
+        # (hundreds of long messages are megabytes sent to the browser).
+        self.head_html = widgets.HTML(value=note("no messages yet"))
+        self.rows = HtmlBlocks()
         self.live_html = widgets.HTML(value="")
-        return widgets.VBox([widgets.HBox([self.filter, self.earlier]), self.rows_html, self.live_html])
+        return widgets.VBox(
+            [widgets.HBox([self.filter, self.earlier]), self.head_html, self.rows.widget, self.live_html]
+        )
 
     def shown_html(self) -> str:
-        """The HTML the widget shows now: the recorded rows, then the live ones."""
-        return str(self.rows_html.value) + str(self.live_html.value)
+        """The HTML the widget shows now: the notes, the recorded rows, then the live ones."""
+        return str(self.head_html.value) + self.rows.html() + str(self.live_html.value)
 
     def show_earlier(self, n: int = EARLIER_PAGE) -> int:
         """Show ``n`` earlier rows (what the button does); returns how many were added."""
@@ -79,9 +91,10 @@ class TranscriptPanel(Panel[TranscriptView]):
                 # _on_filter, which flushes again, so the last pick always wins.
                 self.filter.value = value
         self.earlier.disabled = not view.more
-        rows = view.rows_html()
-        if rows != self.rows_html.value:  # the same long string is not sent again
-            self.rows_html.value = rows
+        head = view.head_html()
+        if head != self.head_html.value:
+            self.head_html.value = head
+        self.rows.update(view.blocks(), TranscriptRow.html)
         live = view.live_html()
         if live != self.live_html.value:
             self.live_html.value = live

@@ -2,11 +2,11 @@
 
 A row is ``sender → recipient (intent)`` and the content; a note (a ``/command``, an
 unrouted message, an error) and a provisional row (a message being written) look
-different. The view renders as the widget's HTML (every row it holds, escaped), and as
-the static forms (text/plain, the HTML snapshot; see ``_static``): the last
-``TEXT_ROWS`` rows, one line each in text (``sender → recipient (intent):`` and the
-first line of the content, as ``%transcript`` prints it), the content cut to
-``HTML_CHARS`` in HTML.
+different. The view renders as the widget's HTML (every row it holds, escaped; the
+recorded rows in blocks, see :meth:`TranscriptView.blocks`), and as the static forms
+(text/plain, the HTML snapshot; see ``_static``): the last ``TEXT_ROWS`` rows, one
+line each in text (``sender → recipient (intent):`` and the first line of the
+content, as ``%transcript`` prints it), the content cut to ``HTML_CHARS`` in HTML.
 """
 
 from __future__ import annotations
@@ -17,12 +17,21 @@ from aklab.lab._magic_show import first_line, more_lines
 from aklab.lab.panels._html import esc, note
 from aklab.lab.panels._static import TEXT_ROWS, TEXT_WIDTH, cut, plain
 
-__all__ = ["ALL", "TranscriptRow", "TranscriptView"]
+__all__ = ["ALL", "BLOCK_ROWS", "TranscriptRow", "TranscriptView", "block_rows"]
 
 ALL = ""  # the filter value that shows every agent
 
 _PRE = "white-space:pre-wrap;margin:2px 0 8px 12px;font-family:inherit"
 _LIVE = "opacity:0.7;border-left:2px dashed #999;padding-left:4px"
+
+#: How many recorded rows one block of the widget holds at most (fewer for a small limit).
+BLOCK_ROWS = 50
+
+
+def block_rows(limit: int) -> int:
+    """The block size for a transcript showing ``limit`` rows: at most a tenth of them, so
+    that what is shown floats at most 10% above ``limit``."""
+    return max(1, min(BLOCK_ROWS, limit // 10))
 
 
 @dataclass(frozen=True)
@@ -85,23 +94,44 @@ class TranscriptView:
     more: bool = False  # "show earlier" can show more (kept rows hidden, or a store to read from)
     working: tuple[str, ...] = ()  # agents in a turn that have written nothing yet (matching the filter)
     waiting: str = ""  # the agent this ask waits for while it finishes a turn of another ask
+    start: int = 0  # where ``rows[0]`` stands among every matching row there was (see ``blocks``)
+    block: int = BLOCK_ROWS  # rows in one block
 
     def html(self) -> str:
-        """All the widget shows: ``rows_html() + live_html()``."""
-        return self.rows_html() + self.live_html()
+        """All the widget shows: ``head_html() + rows_html() + live_html()``."""
+        return self.head_html() + self.rows_html() + self.live_html()
 
-    def rows_html(self) -> str:
-        """The recorded rows and the notes above them: changes only when a message is recorded."""
+    def head_html(self) -> str:
+        """The notes above the rows (older rows, how many are shown, or that there are none)."""
         earlier = note(self.earlier) if self.earlier else ""
         if not self.rows and not self.live:
             empty = "no messages yet" if self.agent == ALL else f"no messages to or from {self.agent}"
             return earlier + ("" if self.working or self.waiting else note(empty))
-        head = (
-            note(f"showing the last {len(self.rows)} of {self.matching} messages")
-            if self.matching > len(self.rows)
-            else ""
-        )
-        return earlier + head + "".join(row.html() for row in self.rows)
+        if self.matching > len(self.rows):
+            return earlier + note(f"showing the last {len(self.rows):,} of {self.matching:,} messages")
+        return earlier
+
+    def rows_html(self) -> str:
+        """The recorded rows: what the blocks show, joined."""
+        return "".join(row.html() for row in self.rows)
+
+    def blocks(self) -> list[tuple[tuple[int, int], tuple[TranscriptRow, ...]]]:
+        """The recorded rows cut into the widget's blocks, keyed by position, oldest first.
+
+        A row's position counts every matching row before it, including those the model
+        let go, so it stays put while rows come and go at either end. Block ``b`` holds
+        positions ``b * block`` to ``(b + 1) * block - 1``; the last block, while it
+        fills, comes in pieces of ``block // 25`` rows (2 of 50), so that a new row
+        re-sends one small piece (key ``(b, piece)``), not up to ``block`` rows; once full
+        it is one block again (key ``(b, -1)``), sent once, so the widgets stay few."""
+        size = self.block
+        piece = max(1, size // 25)
+        filling = (self.start + len(self.rows)) // size * size  # the first position of the block filling
+        parts: dict[tuple[int, int], list[TranscriptRow]] = {}
+        for at, row in enumerate(self.rows, self.start):
+            key = (at // size, -1) if at < filling else (at // size, (at - filling) // piece)
+            parts.setdefault(key, []).append(row)
+        return [(key, tuple(rows)) for key, rows in parts.items()]
 
     def live_html(self) -> str:
         """Messages being written and agents at work: what changes while a model streams."""
