@@ -3,9 +3,10 @@
 - A successful run keeps what it did, less its **rejected attempts**: a response the
   output validation (or a tool's argument validation) refused, and the retry prompt that
   answered it, carry nothing the model needs later and cost tokens on every request.
-- A failed run (provider error, cancelled, out of retries) collapses to its prompt and
-  one line saying what happened, so that the agent still knows what it was asked without
-  carrying the debris of the failure.
+- A failed run (provider error, cancelled, out of retries) collapses to its prompt and a
+  note saying it got no answer, on the user's side: the next run's prompt joins that
+  request, so the agent still knows what it was asked, without the debris of the failure
+  and without a made-up answer of its own to copy.
 - Old runs **fold into a digest** (``fold_runs``): one shortened line per run at the head
   of the history (what arrived, what was sent), in the first kept request after the
   system prompt. Whole runs fold, so a tool call never loses its result.
@@ -43,6 +44,7 @@ __all__ = [
     "digest_of",
     "estimate_tokens",
     "fold_runs",
+    "join_prompt",
     "message_chars",
     "plain_run_line",
     "prune_rejected",
@@ -51,6 +53,7 @@ __all__ = [
     "run_starts",
     "shorten",
     "shrink_parts",
+    "unanswered",
 ]
 
 CHARS_PER_TOKEN = 4
@@ -133,11 +136,16 @@ def retell(messages: list[ModelMessage], start: int, tidied: Sequence[tuple[str,
     return out
 
 
-def collapse_failed_run(history: list[ModelMessage], run: list[ModelMessage], line: str) -> list[ModelMessage]:
-    """``history`` plus the failed ``run`` reduced to its prompt and ``line``.
+def collapse_failed_run(history: list[ModelMessage], run: list[ModelMessage], note: str) -> list[ModelMessage]:
+    """``history`` plus the failed ``run`` reduced to its first request, with ``note`` (why it
+    got no answer) after its prompt: a request left unanswered at the end of the history.
 
-    ``run`` is what the run appended (its first request holds the prompt, and the system
-    prompt when the history was empty); when it is empty, the prompt never went out.
+    No answer is made up for it: a small model copies its own last answers, and SmolLM2 gave
+    a line standing in for one as its answer to the next question. The next run's prompt
+    joins this request (``join_prompt``), so the prompt, the note and the next message reach
+    the model as one user turn. ``run`` is what the run appended (its first request holds the
+    prompt, and the system prompt when the history was empty); when it is empty, the prompt
+    never went out.
     """
     first = next((m for m in run if isinstance(m, ModelRequest)), None)
     if first is None:
@@ -145,7 +153,34 @@ def collapse_failed_run(history: list[ModelMessage], run: list[ModelMessage], li
     parts = [p for p in first.parts if not (_is_retry(p) or isinstance(p, ToolReturnPart))]
     if not any(isinstance(p, UserPromptPart) for p in parts):
         return list(history)
-    return [*history, dataclasses.replace(first, parts=parts), ModelResponse(parts=[TextPart(line)])]
+    return [*history, join_prompt(dataclasses.replace(first, parts=parts), note)]
+
+
+def unanswered(messages: Sequence[ModelMessage]) -> ModelRequest | None:
+    """The request a failed run left at the end of the history (its prompt got no answer), or None."""
+    last = messages[-1] if messages else None
+    if isinstance(last, ModelRequest) and any(isinstance(p, UserPromptPart) for p in last.parts):
+        return last
+    return None
+
+
+def join_prompt(request: ModelRequest, prompt: str | Sequence[Any]) -> ModelRequest:
+    """``request`` with ``prompt`` joined to the content of its last user prompt (a blank line
+    between): one user turn, where two in a row would be refused by some chat templates."""
+    parts = list(request.parts)
+    at = max(i for i, p in enumerate(parts) if isinstance(p, UserPromptPart))
+    last: Any = parts[at]
+    old, new = last.content, prompt
+    if isinstance(old, str) and isinstance(new, str):
+        content: Any = f"{old}\n\n{new}"
+    else:
+        content = [*_contents(old), "\n\n", *_contents(new)]
+    parts[at] = dataclasses.replace(last, content=content)
+    return dataclasses.replace(request, parts=parts)
+
+
+def _contents(content: str | Sequence[Any]) -> list[Any]:
+    return [content] if isinstance(content, str) else list(content)
 
 
 def shrink_parts(messages: list[ModelMessage], budget_chars: int) -> tuple[list[ModelMessage], int]:

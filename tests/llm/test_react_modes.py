@@ -16,7 +16,7 @@ from pydantic_ai.usage import RequestUsage
 from aklab.agent import Request, StructuredOutput
 from aklab.llm import LlmUsageEvent, ModelConfig
 from aklab.llm.failures import CONTEXT_FULL, RunCancelledError, describe_failure
-from aklab.llm.react import INTERRUPTED, ReactAgent
+from aklab.llm.react import FAILED, INTERRUPTED, ReactAgent
 
 
 def to_human(text: str) -> StructuredOutput:
@@ -78,15 +78,15 @@ def test_rejected_attempts_do_not_stay_in_the_history() -> None:
     assert "retry-feedback" not in kinds and "retry-prompt" not in kinds
 
 
-def test_a_failed_run_collapses_to_its_prompt_and_one_line_and_its_request_counts() -> None:
+def test_a_failed_run_collapses_to_its_prompt_and_a_note_and_its_request_counts() -> None:
     def fn(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         raise ModelHTTPError(500, "m", body={"error": "boom"})
 
     agent, events = make(FunctionModel(fn))
     with pytest.raises(ModelHTTPError):
         agent.run_sync("What is 2+2?", output_type=StructuredOutput)
-    assert len(agent.messages) == 2
-    assert agent.messages[-1].parts[0].content.startswith("[failed: the model server failed (HTTP 500: boom)")  # type: ignore[union-attr]
+    assert len(agent.messages) == 1
+    assert agent.messages[-1].parts[-1].content == f"What is 2+2?\n\n{FAILED}"  # type: ignore[union-attr]
     assert [(e.requests, e.ok, e.input_tokens) for e in events] == [(1, False, None)]
 
 
@@ -164,6 +164,6 @@ def test_interrupt_abandons_the_request_in_flight() -> None:
     assert done.wait(0.5), "the run did not stop within 0.5 s"
     worker.join()
     assert isinstance(errors[0], RunCancelledError)
-    assert agent.messages[-1].parts[0].content == INTERRUPTED  # type: ignore[union-attr]
+    assert agent.messages[-1].parts[-1].content == f"hang\n\n{INTERRUPTED}"  # type: ignore[union-attr]
     assert not agent.interrupt()  # nothing in flight any more
     assert [e.ok for e in events] == [False]
