@@ -796,9 +796,9 @@ def _tells_finish(model: Any) -> bool:
 #: no answer, and that it is not to be taken up again unasked (a small model otherwise goes on
 #: with a stopped question when the next message says little). On the user's side, joined to
 #: the next prompt, not as the model's answer: SmolLM2-135M copied such an answer as its own
-#: when the question was asked again, "[failed: ...]" in 8 of 24 sessions and this wording in
-#: 22 of 24; joined to the next prompt, in none of 24, with as many answers right as without a
-#: failure (tests/local/failed_line_trials.py; the same with a stop).
+#: when the question was asked again, "[failed: ...]" in 6-8 of 24 sessions and this wording
+#: in 22 of 24; joined to the next prompt, in none of 24, with as many answers right as without
+#: a failure (tests/local/failed_line_trials.py; the same with a stop).
 FAILED = "(No answer was sent: the model call failed. Take it up again only if asked to.)"
 INTERRUPTED = "(No answer was sent: it was stopped. Take it up again only if asked to.)"
 
