@@ -787,9 +787,12 @@ class _ToolGuard(AbstractCapability[Any]):
 def _tells_finish(model: Any) -> bool:
     """Does ``model`` keep the server's raw finish reason (an OpenAI chat model: every server
     aklab meets sends one, so its absence means the answer ended unannounced)?"""
-    from pydantic_ai.models.openai import OpenAIChatModel
-
-    return isinstance(model, OpenAIChatModel)
+    # By name, not by importing it: without the ``openai`` package (a demo-only install) the
+    # import fails, and no model can be one then.
+    return any(
+        c.__name__ == "OpenAIChatModel" and c.__module__.startswith("pydantic_ai.models.openai")
+        for c in type(model).__mro__
+    )
 
 
 #: What a failed or stopped run leaves after its prompt (``collapse_failed_run``): that it got
