@@ -355,8 +355,11 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         self._cancel_reason = None  # a stop's reason left by a command it interrupted (/compact) is not this run's
         if self._replay or self._react_agent.replay:  # answers stored for this handling; none left from the last
             self._react_agent.replay = deque(self._replay.pop(current.id, ()) if current is not None else ())
+        # Only the summarize strategy sends a request while compacting: stopped like a run. The
+        # sliding window sends none, and every turn need not register with the ask for nothing.
+        summarizes = self._react_agent.compaction_cfg.strategy == "summarize"
         try:
-            with self._asks_running():  # a summary request for compaction is stopped like a run
+            with self._asks_running() if summarizes else nullcontext():
                 self._react_agent.maybe_compact(deps=self)
         except RunCancelledError:
             self._purge_cancels()
