@@ -90,8 +90,9 @@ from aklab.llm.profiles import resolve
 from aklab.llm.recovery import LimitRecoveryCapability, NoFunctionTools, closed_history
 from aklab.llm.replay import Replay, in_process
 from aklab.llm.streaming import DEFAULT_MIN_CHARS, OutputStreamer, StreamSink, model_can_stream
-from aklab.llm.system_state import SplitState, StateInSystem
+from aklab.llm.system_state import SplitState
 from aklab.llm.usage import LlmUsageEvent, ToolCallEvent
+from aklab.llm.user_turns import WireShape
 from aklab.secrets import redact
 
 __all__ = ["SUMMARY_PROMPT", "ReactAgent", "RunCancelledError"]
@@ -221,8 +222,12 @@ class ReactAgent:
         return self._agent
 
     def _wire(self, split_state: SplitState | None) -> list[Any]:
-        """Capabilities that shape the request on the wire for this model's profile."""
-        return [StateInSystem(split_state)] if split_state is not None and self.profile.state_in_system else []
+        """Capabilities that shape the request on the wire for this model's profile: the team's
+        state in the system message where the profile asks for it, and one user message per
+        turn for every model but the demo (which reads the parts, not a wire)."""
+        split = split_state if self.profile.state_in_system else None
+        join = self.profile.family != "demo"
+        return [WireShape(split, join)] if split is not None or join else []
 
     # -- runs -------------------------------------------------------------------------------
     def run_sync(

@@ -12,21 +12,18 @@ the latest full block as a system-prompt part after the first request's own, whe
 dialect's single system message takes it in. Only the request on the wire changes: the
 history keeps every block where the agent put it (resume, digests and context-update markers
 read it there). What counts as a full block is the agent's to say (``split``): this layer
-knows no block format.
+knows no block format. ``aklab.llm.user_turns.WireShape`` applies it on each request.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from pydantic_ai import RunContext
-from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ModelRequest, ModelRequestPart, SystemPromptPart, UserPromptPart
 
-__all__ = ["SplitState", "StateInSystem", "lift_state"]
+__all__ = ["SplitState", "lift_state"]
 
 SplitState = Callable[[str], "tuple[str, str] | None"]
 """A prompt's leading full state block and the rest of the prompt, or None when it opens with none."""
@@ -60,16 +57,3 @@ def lift_state(messages: list[Any], split: SplitState) -> list[Any]:
             out[0] = dataclasses.replace(out[0], parts=head)
             return out
     return messages
-
-
-@dataclass
-class StateInSystem(AbstractCapability[Any]):
-    """Sends the team's latest full state block in the system message (the wire only)."""
-
-    split: SplitState
-
-    async def prepare_model_request(self, ctx: RunContext[Any], request_context: Any) -> Any:
-        messages = lift_state(request_context.messages, self.split)
-        if messages is request_context.messages:
-            return request_context
-        return dataclasses.replace(request_context, messages=messages)

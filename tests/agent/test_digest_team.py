@@ -4,6 +4,7 @@ every earlier question is still named."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -41,6 +42,12 @@ def _wire_pairs_valid(messages: list[dict[str, Any]]) -> bool:
     return True
 
 
+def _no_two_user_messages_in_a_row(messages: list[dict[str, Any]]) -> bool:
+    """Some chat templates (Gemma's, Mistral's) refuse a conversation whose roles do not alternate."""
+    roles = [m["role"] for m in messages]
+    return all(not (a == b == "user") for a, b in itertools.pairwise(roles))
+
+
 @pytest.mark.parametrize("mode", ["tool", "prompted"])
 def test_old_turns_reach_the_server_as_digest_lines(fake_openai: FakeOpenAI, mode: str) -> None:
     fake_openai.default = _answer
@@ -65,6 +72,9 @@ def test_old_turns_reach_the_server_as_digest_lines(fake_openai: FakeOpenAI, mod
         assert f"- @Human request: Question {i}: what is {i} + {i}? ⇒ @Human response: Answer to Question {i}" in text
     assert sum(m["role"] == "user" for m in last) <= 4 + 2 + 1 + 1  # kept turns, fold step, this one, the digest
     assert all(_wire_pairs_valid(b["messages"]) for b in bodies)
+    assert all(_no_two_user_messages_in_a_row(b["messages"]) for b in bodies), [
+        [m["role"] for m in b["messages"]] for b in bodies
+    ]
     whole = sum(len(str(m.get("content") or "")) for m in bodies[6]["messages"])
     assert sum(len(str(m.get("content") or "")) for m in last) < 2 * whole  # bounded, not growing per turn
 

@@ -156,7 +156,9 @@ def test_a_full_context_asked_again_after_a_failed_run_keeps_the_earlier_prompt(
     with pytest.raises(ModelHTTPError):
         agent.run_sync(FIRST, output_type=str)
     assert agent.run_sync(SECOND, output_type=str) == "6"
-    assert user_texts(model.seen[-1])[-1] == f"{FIRST}\n\n{FAILED}\n\n{SECOND}"
+    # the digest of the warm-up rides in the same user text (one user message per turn)
+    sent = user_texts(model.seen[-1])[-1]
+    assert sent.startswith("Earlier in this conversation") and sent.endswith(f"\n\n{FIRST}\n\n{FAILED}\n\n{SECOND}")
 
 
 @dataclass
@@ -211,6 +213,7 @@ def test_a_failed_run_left_first_by_a_fold_keeps_the_digest_apart_and_joins_the_
     [request] = agent.messages
     assert [p.part_kind for p in request.parts] == ["system-prompt", "user-prompt", "user-prompt"]
     agent.run_sync(SECOND, output_type=str)
-    digest, joined = user_texts(model.seen[-1])
+    digest, joined = user_texts(agent.messages)  # the history keeps the digest a part of its own
     assert "one ⇒ 4" in digest and "two ⇒ 5" in digest
     assert joined == f"{FIRST}\n\n{FAILED}\n\n{SECOND}"
+    assert user_texts(model.seen[-1]) == [f"{digest}\n\n{joined}"]  # the wire: one user message
