@@ -323,7 +323,8 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         )
 
     def on_undelivered(self, message: Message, reason: str) -> None:
-        """A message this agent sent was dropped (its recipient failed to start): say so, once.
+        """A message this agent sent was dropped (its recipient failed to start, or was fired
+        before reading it): say so, once.
         A reply to a teammate's command is only logged: its sender left, no one is waiting."""
         if undelivered_reply(self, message, reason):
             return

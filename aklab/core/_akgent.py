@@ -140,10 +140,20 @@ class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
 
     def on_stop(self) -> None:
         ACTOR_THREADS.pop(self.actor_urn, None)
-        # Whatever is still queued will never be handled: stop counting it as work.
+        # Whatever is still queued will never be handled here: stop counting it as work. A
+        # member stopped while its team runs on (fired) hands each message back to its
+        # sender and records it as consumed unread, so no ask waits on it; when the whole
+        # team stops, queued mail stays unhandled in the store for a resume to deliver.
+        fired = self._system is not None and not self._system.closing
         for message in self.mailbox.close():
+            if fired and isinstance(message, Message):
+                self._drop_unread(message)
             if isinstance(message, Message | _TellCall):
                 self._ended(message)
+
+    def _drop_unread(self, message: Message) -> None:
+        self._notify(HandledMessage(message_id=message.id, ask_id=message.ask_id))
+        self._bounce(message, f"{self.config.name} left the team before reading it")
 
     def on_cancel_arrived(self) -> None:
         """A message the mailbox classifier tags (a cancel) was just queued for this actor.
@@ -156,7 +166,7 @@ class Akgent(pykka.ThreadingActor, Generic[ConfigT, StateT]):
 
     def on_undelivered(self, message: Message, reason: str) -> None:
         """``message``, sent by this actor, was dropped unread: ``reason`` says why (its
-        recipient failed to start). Called on this actor's thread. Default: report it as an
+        recipient failed to start, or left the team first). Called on this actor's thread. Default: report it as an
         ``ErrorMessage``; override to tell a model or a person."""
         self._notify(_undelivered_error(message, reason))
 

@@ -165,6 +165,9 @@ class ActorSystem:
         #: history deltas); set by a lab that keeps an event store.
         self.persist = False
         self.ask_timeout = ask_timeout
+        #: True once ``shutdown`` began: an actor stopping then leaves its queued mail unread
+        #: for a resume to deliver, where a member fired before then hands it back.
+        self.closing = False
         self._actors: list[ActorAddress] = []
         self._start_failures: dict[str, str] = {}
 
@@ -283,6 +286,7 @@ class ActorSystem:
         ``timeout`` bounds the whole shutdown; an actor still busy then is told to stop and
         left to finish on its (daemon) thread.
         """
+        self.closing = True
         deadline = None if timeout is None else time.monotonic() + timeout
         actors, self._actors = self._actors, []
         for address in reversed(actors):

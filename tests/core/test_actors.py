@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, ClassVar
 
 import pykka
 import pytest
@@ -14,6 +14,7 @@ from aklab.core import (
     BaseConfig,
     ErrorMessage,
     EventSubscriber,
+    HandledMessage,
     Message,
     Orchestrator,
     SentMessage,
@@ -196,3 +197,45 @@ def test_an_ask_proxy_calls_methods_and_reads_values_in_one_message_each(system:
     counter.ref.actor_stopped.wait(10)
     with pytest.raises(pykka.ActorDeadError):
         system.proxy_ask(counter, Threaded)
+
+
+def test_mail_that_reaches_a_fired_member_after_its_stop_goes_back_to_the_sender_and_is_recorded_consumed(
+    system: ActorSystem,
+) -> None:
+    """Mail queued behind a member's stop (its sender still held the address) is neither
+    read nor lost: the sender is told, and the store is told no resume should deliver it."""
+    entered, release, forwarded = threading.Event(), threading.Event(), threading.Event()
+    undelivered: list[tuple[int, str]] = []
+
+    class Slow(Counter):
+        def receiveMsg_Ping(self, message: Ping, sender: ActorAddress | None) -> None:
+            entered.set()
+            release.wait(10)
+            super().receiveMsg_Ping(message, sender)
+
+    class Sender(Akgent[Any, Any]):
+        target: ClassVar[ActorAddress]
+        late: ClassVar[Ping]
+
+        def receiveMsg_Pong(self, message: Pong, sender: ActorAddress | None) -> None:
+            self.send(self.target, self.late)
+            forwarded.set()
+
+        def on_undelivered(self, message: Message, reason: str) -> None:
+            undelivered.append((getattr(message, "n", -1), reason))
+
+    orch, rec = _team(system)
+    slow = orch.createActor(Slow, BaseConfig(name="@Slow", role="Slow"))
+    Sender.target, Sender.late = slow, Ping(n=7)
+    sender = orch.createActor(Sender, BaseConfig(name="@Sender", role="Sender"))
+    system.tell(slow, Ping(n=1))
+    assert entered.wait(10)
+    assert orch.stop_member(slow)  # its stop waits behind the Ping being handled
+    system.tell(sender, Pong())
+    assert forwarded.wait(10)  # queued behind the stop
+    release.set()
+    assert slow.ref.actor_stopped.wait(10)
+    assert system.wait_idle(10)
+    assert undelivered == [(7, "@Slow left the team before reading it")]
+    consumed = [r for r in rec.records if isinstance(r, HandledMessage)]
+    assert [r.message_id for r in consumed] == [Sender.late.id]
