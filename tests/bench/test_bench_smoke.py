@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 from pathlib import Path
@@ -18,8 +19,13 @@ def test_every_benchmark_reports_numeric_figures(tmp_path: Path) -> None:
     assert report["machine"]["cpu"] and report["machine"]["packages"]["aklab"]
     figures = report["figures"]
     assert {f["id"] for f in figures} == set(BENCHMARKS)
+    # B11's Ray figure needs the ray extra (make install-ray; .ci/run installs it): without it,
+    # and only then, the figure says so and how to get it.
+    no_ray = importlib.util.find_spec("ray") is None
     for f in figures:
-        assert f["verdict"] in ("met", "missed", "no budget") or f["verdict"].startswith("not yet measurable"), f
+        skipped = no_ray and f["verdict"] == "skipped: Ray is not installed (make install-ray)"
+        measured = f["verdict"] in ("met", "missed", "no budget") or f["verdict"].startswith("not yet measurable")
+        assert measured or skipped, f
         if f["value"] is not None:
             assert isinstance(f["value"], int | float) and math.isfinite(f["value"]), f
     # Every benchmark has at least one measured figure, except one that is not yet measurable.
