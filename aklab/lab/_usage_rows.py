@@ -128,6 +128,18 @@ class UsageRows(Sequence[LlmUsageEvent]):
                 "row": list(self._begun_row[:n]),
             }
 
+    def begun(self, ask_id: str) -> dict[str, list[Any]] | None:
+        """``asks_begun``'s columns for ask ``ask_id`` alone (``row`` 0: its own usage rows
+        come after it), or None if it was not begun here. Looked for from the newest back."""
+        with self._lock:
+            ask = self._index.get(ask_id)
+            if ask is None:
+                return None
+            for at in range(len(self._begun) - 1, -1, -1):
+                if self._begun[at] == ask:
+                    return {"ask_id": [ask_id], "asked_at": [_EPOCH + self._begun_at[at] * _MICRO], "row": [0]}
+        return None
+
     def _row(self, row: int, first_tail: int) -> LlmUsageEvent:
         if row >= first_tail:
             return self._tail[row - first_tail]

@@ -120,6 +120,7 @@ def usage_frame(
     *,
     failed_asks: Collection[str] | None = None,
     running_asks: Collection[str] = (),
+    asks_begun: dict[str, list[Any]] | None = None,
 ) -> pd.DataFrame:
     """One row per agent (default), run, model, ask (one human message and all it caused),
     or model request (``by="request"``).
@@ -131,13 +132,16 @@ def usage_frame(
     begun: one that has made no model request yet (queued behind another, its first request
     still in flight, or a command answered without a model) has its row too, with zero
     requests, tokens and cost, from the moment it was sent; ``started_at`` is when it was
-    sent (else its first request's start).
+    sent (else its first request's start). ``asks_begun`` gives those asks (in
+    ``UsageRows.asks_begun``'s columns) for events that are not a lab's ``UsageRows``.
     """
     if by not in ("agent", "run", "model", "ask", "request"):
         raise ConfigError(f"usage by {by!r}: choose agent, run, model, ask or request")
     if by == "ask":
-        begun = getattr(events, "asks_begun", None)  # a lab's UsageRows: the asks sent, with or without usage
-        return _by_ask(_raw(events, asks=True), begun() if begun is not None else None, failed_asks, running_asks)
+        if asks_begun is None:
+            begun = getattr(events, "asks_begun", None)  # a lab's UsageRows: the asks sent, with or without usage
+            asks_begun = begun() if begun is not None else None
+        return _by_ask(_raw(events, asks=True), asks_begun, failed_asks, running_asks)
     frame = _raw(events)
     if by == "request":
         return frame

@@ -38,6 +38,7 @@ class AskResult(list[AgentMessage]):
         stopped: bool = False,
         running: bool = False,
         conversation: Sequence[AgentMessage] = (),
+        asked: dict[str, list[Any]] | None = None,
     ) -> None:
         super().__init__(replies)
         self.ask_id = ask_id
@@ -47,6 +48,7 @@ class AskResult(list[AgentMessage]):
         """The team still had work of this ask, queued or in a run, when this was read."""
         self.conversation = list(conversation)
         """Every message of the ask, between agents too, in order."""
+        self._asked = asked  # when it was sent (UsageRows.begun): its row by ask before any usage
 
     @property
     def run_ids(self) -> list[str]:
@@ -82,7 +84,7 @@ class AskResult(list[AgentMessage]):
 
         failed = [self.ask_id] if self.ok is False and self.ask_id is not None else []
         running = [self.ask_id] if self.ok is None and self.ask_id is not None else []
-        return usage_frame(self.usage_events, by=by, failed_asks=failed, running_asks=running)
+        return usage_frame(self.usage_events, by=by, failed_asks=failed, running_asks=running, asks_begun=self._asked)
 
     def totals(self) -> dict[str, Any]:
         """Requests, tokens (None when any request's count is unknown) and cost (None when unpriced)."""

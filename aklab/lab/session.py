@@ -414,7 +414,13 @@ class Lab:
         stopped = state is not None and state.cancelled is not None
         conversation = self._conversation(ask_id)
         return AskResult(
-            replies, ask_id=ask_id, usage_events=usage, stopped=stopped, running=running, conversation=conversation
+            replies,
+            ask_id=ask_id,
+            usage_events=usage,
+            stopped=stopped,
+            running=running,
+            conversation=conversation,
+            asked=self.recorder.usage.begun(ask_id),
         )
 
     def _conversation(self, ask_id: str) -> list[AgentMessage]:

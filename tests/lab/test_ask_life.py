@@ -101,13 +101,19 @@ def test_an_ask_queued_behind_another_has_its_row_in_both_frames_from_the_moment
         try:
             assert first.entered.wait(WAIT), "the Manager's turn never started"
             lab.send("Second question")
+            second = lab.last_ask_id
             live = lab.usage(by="ask")
             stored = aklab.history(path).asks
+            queued = lab.result(second).usage(by="ask")  # the ask's own result says the same
         finally:
             first.release.set()
         assert lab.wait(WAIT)
         live_end = lab.usage(by="ask")
         stored_end = aklab.history(path).asks
+        done = lab.result(second).usage(by="ask")
+    asked = live.drop(columns="question")
+    pd.testing.assert_frame_equal(queued, asked.iloc[[1]].reset_index(drop=True))
+    pd.testing.assert_frame_equal(done, live_end.drop(columns="question").iloc[[1]].reset_index(drop=True))
     assert list(live["question"]) == ["First question", "Second question"]
     assert list(live["requests"]) == [0, 0] and list(live["total_tokens"]) == [0, 0]
     assert live["ok"].isna().all() and str(live["total_tokens"].dtype) == "int64"
