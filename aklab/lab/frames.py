@@ -203,7 +203,11 @@ def _with_asks_begun(out: pd.DataFrame, frame: pd.DataFrame, begun: dict[str, li
     order = pd.Series(frame.index[~frame["ask_id"].duplicated()], dtype="float64")
     sent = dict(zip(asked["ask_id"], asked["row"] - 0.5, strict=True))
     at = dict(zip(asked["ask_id"], asked["asked_at"], strict=True))
-    out = out.assign(_order=[sent.get(a, o) for a, o in zip(out["ask_id"], order, strict=True)])
+    seq = dict(zip(asked["ask_id"], asked.index, strict=True))  # asks begun at the same row: as sent
+    out = out.assign(
+        _order=[sent.get(a, o) for a, o in zip(out["ask_id"], order, strict=True)],
+        _seq=[seq.get(a, -1) for a in out["ask_id"]],
+    )
     known = out["ask_id"].map(at)
     if not out.empty:  # sent before its first request started: it began then
         out["started_at"] = out["started_at"].where(known.isna() | (out["started_at"] <= known), known)
@@ -219,13 +223,15 @@ def _with_asks_begun(out: pd.DataFrame, frame: pd.DataFrame, begun: dict[str, li
             "started_at": new["asked_at"],
             "duration_s": [0.0] * len(new),
             "_order": new["row"] - 0.5,
+            "_seq": new.index,
         }
     )
     if out.empty:
         merged = rows
     else:
         merged = pd.concat([out, rows], ignore_index=True)
-    merged = merged.sort_values("_order", kind="stable").drop(columns="_order").reset_index(drop=True)
+    merged = merged.sort_values(["_order", "_seq"], kind="stable").drop(columns=["_order", "_seq"])
+    merged = merged.reset_index(drop=True)
     merged["requests"] = merged["requests"].astype("int64")
     merged["duration_s"] = merged["duration_s"].astype("float64")
     return merged

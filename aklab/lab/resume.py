@@ -39,6 +39,7 @@ import math
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from aklab._text import counted
@@ -132,6 +133,9 @@ class StoredTeam:
     failed_asks: set[str] = field(default_factory=set)
     """The asks that were not ok (stopped, tripped, or a ``Notice`` reached the human), so
     that ``lab.usage(by="ask")`` says so after the resume as it did before."""
+    asks_begun: list[tuple[str, datetime, int]] = field(default_factory=list)
+    """Every ask a person began (ask id, when it was sent, how many usage rows came before
+    it), in order: ``lab.usage(by="ask")`` has a row for one that never made a request."""
 
     @property
     def replayed(self) -> int:
@@ -278,6 +282,7 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
     tasks: dict[str, PlanningTask] = {}
     cancelled: set[str] = set()  # asks stopped or tripped
     usage: list[LlmUsageEvent] = []
+    asks_begun: list[tuple[str, datetime, int]] = []
     # A message taken out of a mailbox unhandled (HandledMessage) was either withdrawn (its
     # ask was stopped) or read by the run in progress of its recipient: then it is done
     # when that run is.
@@ -318,6 +323,8 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
                 continue
             if record.during is not None:
                 held[message.id] = record.during
+            if message.ask_id == message.id and message.sender is not None and message.sender.is_user_proxy:
+                asks_begun.append((message.id, record.created_at, len(usage)))
             if record.recipient.is_user_proxy:
                 replies.append(message)
             else:
@@ -426,6 +433,7 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
         unanswered_usage,
         unreadable,
         failed_asks=cancelled | {m.ask_id for m in replies if isinstance(m, Notice) and m.ask_id is not None},
+        asks_begun=asks_begun,
     )
 
 
@@ -625,8 +633,18 @@ def restore_team(lab: Lab, stored: StoredTeam) -> None:
     lab.inbox = lab.system.proxy_ask(lab.human, HumanProxy).inbox
     for reply in stored.replies:
         lab.inbox.append(reply)
-    for event in stored.usage:  # lab.usage() totals the team, the requests before the restart too
+    # lab.usage() totals the team, the requests before the restart too, and has a row by ask
+    # for every ask begun, with or without a request (each begun where it was among them)
+    begun = iter(stored.asks_begun)
+    sent = next(begun, None)
+    for row, event in enumerate(stored.usage):
+        while sent is not None and sent[2] <= row:
+            lab.recorder.usage.begin(sent[0], sent[1])
+            sent = next(begun, None)
         lab.recorder.usage.append(event)
+    while sent is not None:
+        lab.recorder.usage.begin(sent[0], sent[1])
+        sent = next(begun, None)
     lab.recorder.failed_asks.update(stored.failed_asks)
     started = [lab.human]
     live: dict[str, ActorAddress] = {}

@@ -189,3 +189,23 @@ def test_on_a_real_provider_both_frames_show_an_ask_in_flight_and_one_answered_b
     agree(live, stored.asks)
     assert list(live_end["ok"]) == [False, False]
     agree(live_end, stored_end)
+
+
+def test_after_a_resume_the_live_frame_has_the_earlier_asks_that_made_no_request(tmp_path: Path) -> None:
+    """A command answered without a model begins an ask too: after a resume, the lab's frame
+    still has its row (it had none: only asks with usage were restored), in the order asked."""
+    path = tmp_path / "events.sqlite3"
+    with Lab("dev-team", store=path) as lab:
+        lab.ask("/help", timeout=WAIT)
+        lab.ask("What is 2+2?", timeout=WAIT)
+        lab.ask("/help", timeout=WAIT)
+        before = lab.usage(by="ask")
+        team_id = lab.team_id
+    with Lab.resume(team_id, store=path) as again:
+        after = again.usage(by="ask")
+        stored = aklab.history(path).asks
+    assert list(before["question"]) == ["/help", "What is 2+2?", "/help"]
+    assert [n > 0 for n in before["requests"]] == [False, True, False]
+    agree(after, stored)
+    pd.testing.assert_frame_equal(after[SHARED], before[SHARED])
+    assert list(after["started_at"]) == list(before["started_at"])
