@@ -14,7 +14,7 @@ from typing import Any
 
 from aklab.secrets import redact
 
-__all__ = ["cut", "names_no_model", "server_message", "what_to_change"]
+__all__ = ["TEMPLATE_ADVICE", "cut", "names_no_model", "server_message", "template_refusal", "what_to_change"]
 
 
 def server_message(errors: Iterable[BaseException]) -> str | None:
@@ -96,3 +96,27 @@ def what_to_change(message: str | None) -> str:
 def names_no_model(message: str | None) -> bool:
     """Does a refused request's ``message`` say the model is unknown?"""
     return message is not None and _NO_MODEL.search(message) is not None
+
+
+#: A chat template's own refusal as servers pass it on: llama-server's "... Jinja Exception:
+#: <what the template raised>", jinja2's ``TemplateError`` text as vLLM and transformers give it.
+_TEMPLATE = re.compile(r"(?:Jinja Exception|TemplateError|jinja2\.exceptions\.\w+)\s*:\s*(.+)", re.IGNORECASE)
+#: What templates that take only some conversations raise (Gemma's, Mistral's, Llama 2's).
+_ROLES = re.compile(
+    r"roles must alternate|system role (is )?not supported|only (user and assistant|user/assistant) roles",
+    re.IGNORECASE,
+)
+TEMPLATE_ADVICE = (
+    "aklab sends one system message, then user and assistant turns in turn: serve the model with a chat "
+    "template that takes them (llama-server: --chat-template-file FILE; vLLM: --chat-template FILE)"
+)
+
+
+def template_refusal(message: str | None) -> str | None:
+    """What the model's chat template refused, from a refused request's ``message`` (the
+    template's own words), or None if the message is not a template's refusal."""
+    if not message:
+        return None
+    if (raised := _TEMPLATE.search(message)) is not None:
+        return raised.group(1).strip() or message
+    return message if _ROLES.search(message) else None

@@ -18,7 +18,14 @@ from pydantic_ai.exceptions import ModelAPIError, ModelContextWindowExceededErro
 
 from aklab._text import one_line
 from aklab.errors import AklabError
-from aklab.llm._server_said import cut, names_no_model, server_message, what_to_change
+from aklab.llm._server_said import (
+    TEMPLATE_ADVICE,
+    cut,
+    names_no_model,
+    server_message,
+    template_refusal,
+    what_to_change,
+)
 from aklab.secrets import redact, shown_url
 
 __all__ = [
@@ -225,10 +232,8 @@ def _describe(exc: BaseException, timeout: float | None) -> str:
         read = f" ({said})" if said else ""  # as far as it came, "…" where it was cut
         told = "the model server sent an error mid-stream, but the stream ended before it could be read whole"
         return f"{told}{read}; ask again"
-    if mid_stream:
-        http = f"error sent mid-stream{detail}"
-    else:
-        http = f"error sent with status 200{detail}" if at_200 else f"HTTP {status}{detail}"
+    how = "error sent mid-stream" if mid_stream else "error sent with status 200" if at_200 else f"HTTP {status}"
+    http = f"{how}{detail}"
     if status == 429:
         # The SDK may have waited and asked again already (ModelConfig.retries); the wait
         # named is the one the server asked for last.
@@ -240,6 +245,9 @@ def _describe(exc: BaseException, timeout: float | None) -> str:
             f"the provider refused the request ({http}); check the API key variable, "
             "and that the key may use this model"
         )
+    refused = template_refusal(message) if status is not None and status >= 400 else None
+    if refused is not None:  # the template's words, not the server's preamble before them
+        return f"the model's chat template refused the conversation ({how}: {cut(refused)}); {TEMPLATE_ADVICE}"
     if status is not None and status >= 500:
         return f"the model server failed ({http}); ask again"
     # A 404 (Ollama's message says which model, and to pull it), or another refusal that says

@@ -16,6 +16,7 @@ import json
 
 import pytest
 
+from aklab.llm._server_said import TEMPLATE_ADVICE
 from aklab.secrets import REDACTED
 from tests.fakeserver import Behaviour, FakeOpenAI, echo, error_at_200, http_error, raw
 from tests.llm.test_openai_faults import ASK_TIMEOUT, QUESTION, _to_human, always, assert_answers_afterwards, solo_lab
@@ -170,4 +171,35 @@ def test_a_key_where_the_message_is_cut_is_redacted_not_cut(
     assert notice.content == (
         f"@Solo could not answer: the model server rejected the request ({sent}: {message.replace(KEY, REDACTED)}); "
         f"{SETTINGS}"
+    )
+
+
+#: What llama-server answered (HTTP 400) when its chat template raised, with a template that
+#: refuses two user messages in a row (tests/local/test_llama_server.py), and what vLLM passes
+#: on from jinja2 for Gemma's template given a system message.
+TEMPLATE_REFUSALS = {
+    "llama-server": (
+        "Unable to generate parser for this template. Automatic parser generation failed: \n"
+        "Error: Jinja Exception: Conversation roles must alternate: two user messages in a row",
+        "Conversation roles must alternate: two user messages in a row",
+    ),
+    "vllm-jinja2": ("jinja2.exceptions.TemplateError: System role not supported", "System role not supported"),
+    "bare-words": (
+        "Conversation roles must alternate user/assistant/user/assistant/...",
+        "Conversation roles must alternate user/assistant/user/assistant/...",
+    ),
+}
+
+
+@pytest.mark.parametrize("status", [400, 500])
+@pytest.mark.parametrize(("message", "words"), TEMPLATE_REFUSALS.values(), ids=TEMPLATE_REFUSALS.keys())
+def test_a_chat_template_that_refuses_the_conversation_is_told_in_its_own_words(
+    fake_openai: FakeOpenAI, status: int, message: str, words: str
+) -> None:
+    """The template's words were cut away behind the server's preamble ("Unable to generate
+    parser for this template. …"), or a 500 read as a server failure to ask again."""
+    notice = _notice(fake_openai, http_error(status, message))
+    assert notice == (
+        f"@Solo could not answer: the model's chat template refused the conversation (HTTP {status}: {words}); "
+        f"{TEMPLATE_ADVICE}"
     )
