@@ -194,7 +194,9 @@ def batches(marker_dir: Path) -> dict[str, Any]:
             Scenario("flaky", "Plan it", check=FailsOnce(str(marker_dir / "flaky"))),
             Scenario("hangs", "Plan it", model=SLOW),
         ]
-        result = batch.run(scenarios, engine="ray", workers=2, concurrency=4, retries=1, timeout_s=3, progress=False)
+        # 8 s an attempt: a Ray actor's first scenario took over 3 s with a compile running on both
+        # cores (every scenario timed out); "hangs" still does, twice, against SLOW's latency.
+        result = batch.run(scenarios, engine="ray", workers=2, concurrency=4, retries=1, timeout_s=8, progress=False)
         local = batch.run(scenarios[:2], engine="local", progress=False)
         watch = _WhenRunning(count=2)
         slow = batch.start(_slow_batch(4), engine=RayEngine(workers=2), concurrency=2, progress=watch)
