@@ -60,6 +60,7 @@ from aklab.core import ActorAddress, AgentCard, Akgent, CancelMessage, Message, 
 from aklab.errors import ActorGoneError, AklabError, ModelError, RoutingError
 from aklab.llm import AgentUsageSummary, LlmUsageEvent, aggregate_usage
 from aklab.llm.failures import RunCancelledError
+from aklab.llm.history import modernize_unanswered
 from aklab.llm.output_modes import messages_item_type
 from aklab.tools import CommandDescriptor, CommandNotRecognized, CommandsAnnouncedEvent, TeamTool, ToolCard, ToolFactory
 from aklab.tools.context import markers_in
@@ -521,8 +522,13 @@ class BaseAgent(Akgent[AgentConfig, AgentState]):
         the answers its model gave by then (``ModelResponseEvent``), given again when it is handled."""
         from pydantic_ai.messages import ModelMessagesTypeAdapter
 
-        self._react_agent.messages = list(ModelMessagesTypeAdapter.validate_python(messages))
-        self._snapshotted = list(self._react_agent.messages)
+        from aklab.llm.react import FAILED, INTERRUPTED
+
+        stored = list(ModelMessagesTypeAdapter.validate_python(messages))
+        # A history stored before failed runs took today's form is read in today's form; the
+        # next snapshot records the change against what is stored (the same objects elsewhere).
+        self._react_agent.messages = modernize_unanswered(stored, FAILED, INTERRUPTED)
+        self._snapshotted = stored
         self._snapshotted_state = None  # the first snapshot after a resume records it whole
         if state:
             self.state = type(self.state).model_validate(state)

@@ -46,6 +46,7 @@ __all__ = [
     "fold_runs",
     "join_prompt",
     "message_chars",
+    "modernize_unanswered",
     "plain_run_line",
     "prune_rejected",
     "reopen",
@@ -177,6 +178,51 @@ def join_prompt(request: ModelRequest, prompt: str | Sequence[Any]) -> ModelRequ
         content = [*_contents(old), "\n\n", *_contents(new)]
     parts[at] = dataclasses.replace(last, content=content)
     return dataclasses.replace(request, parts=parts)
+
+
+#: What versions before 2026-12-07 left as the model's answer to a failed or stopped run.
+_OLD_FAILED = re.compile(r"\[failed: .*\]", re.DOTALL)
+_OLD_STOPPED = "[interrupted: stopped before it was answered; take it up again only if asked to]"
+
+
+def modernize_unanswered(messages: list[ModelMessage], failed: str, stopped: str) -> list[ModelMessage]:
+    """A stored history in today's form where an earlier version left a failed or stopped
+    run's line as the model's answer ("[failed: ...]"): that answer goes, the note (``failed``
+    or ``stopped``) joins the unanswered prompt, and the next prompt joins them, as
+    ``collapse_failed_run`` and ``join_prompt`` leave a failed run now (a small model copied
+    the old line as its own answer). The messages left as they were are the same objects;
+    ``messages`` itself when nothing changed."""
+    out: list[ModelMessage] = []
+    changed = joining = False
+    for message in messages:
+        if joining and isinstance(message, ModelRequest) and message.parts:
+            prompts = [p for p in message.parts if isinstance(p, UserPromptPart)]
+            if len(prompts) == len(message.parts):
+                for part in prompts:
+                    out[-1] = join_prompt(out[-1], part.content)  # type: ignore[arg-type]
+                joining = False
+                continue
+        joining = False
+        note = _old_line(message, failed, stopped)
+        last = unanswered(out[-1:]) if note is not None else None
+        if note is not None and last is not None:
+            out[-1] = join_prompt(last, note)
+            changed = joining = True
+            continue
+        out.append(message)
+    return out if changed else messages
+
+
+def _old_line(message: ModelMessage, failed: str, stopped: str) -> str | None:
+    """The note for an earlier version's failed-run answer, or None for any other message."""
+    if not (isinstance(message, ModelResponse) and len(message.parts) == 1):
+        return None
+    part = message.parts[0]
+    if not isinstance(part, TextPart):
+        return None
+    if part.content == _OLD_STOPPED:
+        return stopped
+    return failed if _OLD_FAILED.fullmatch(part.content) else None
 
 
 def _contents(content: str | Sequence[Any]) -> list[Any]:

@@ -217,3 +217,25 @@ def test_a_failed_run_left_first_by_a_fold_keeps_the_digest_apart_and_joins_the_
     assert "one ⇒ 4" in digest and "two ⇒ 5" in digest
     assert joined == f"{FIRST}\n\n{FAILED}\n\n{SECOND}"
     assert user_texts(model.seen[-1]) == [f"{digest}\n\n{joined}"]  # the wire: one user message
+
+
+def test_an_earlier_versions_failed_line_between_two_prompts_becomes_one_unanswered_turn() -> None:
+    """The old line goes, its note and the next prompt join the unanswered one; an answer
+    after them, and anything that is not the old line, stays as it was (the same objects)."""
+    from aklab.llm.history import modernize_unanswered
+
+    first = ModelRequest(parts=[UserPromptPart("warm-up")])
+    answer = ModelResponse(parts=[TextPart("4")])
+    history = [
+        first,
+        answer,
+        ModelRequest(parts=[UserPromptPart(FIRST)]),
+        ModelResponse(parts=[TextPart("[failed: the model server failed (HTTP 500: boom); ask again]")]),
+        ModelRequest(parts=[UserPromptPart(SECOND)]),
+        ModelResponse(parts=[TextPart("6")]),
+    ]
+    modern = modernize_unanswered(history, FAILED, INTERRUPTED)
+    assert user_texts(modern) == ["warm-up", f"{FIRST}\n\n{FAILED}\n\n{SECOND}"] and texts(modern) == ["4", "6"]
+    assert modern[0] is first and modern[1] is answer
+    untouched = [first, answer, ModelRequest(parts=[UserPromptPart(FIRST)]), ModelResponse(parts=[TextPart("[ok]")])]
+    assert modernize_unanswered(untouched, FAILED, INTERRUPTED) is untouched

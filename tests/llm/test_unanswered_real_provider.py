@@ -79,3 +79,42 @@ def test_a_resumed_team_sends_the_question_that_failed_with_the_next_one_alike(
     with Lab.resume(store=path, spec=team_from_dict(SOLO), model=cfg) as again:
         assert_the_follow_up_is_answered(again.ask(FOLLOW_UP, timeout=ASK_TIMEOUT))
     assert_one_user_turn_after_the_system_message(fake_openai.bodies[-1], FAILED)
+
+
+@pytest.mark.parametrize(
+    ("old_line", "note"),
+    [
+        ("[failed: cannot reach the model server at http://127.0.0.1:9/v1; is it running?]", FAILED),
+        ("[interrupted: stopped before it was answered; take it up again only if asked to]", INTERRUPTED),
+    ],
+    ids=["failed", "stopped"],
+)
+def test_a_history_stored_with_an_earlier_versions_failed_line_is_sent_in_todays_form(
+    fake_openai: FakeOpenAI, old_line: str, note: str
+) -> None:
+    """Before 2026-12-07 a failed or stopped run left "[failed: ...]" as the model's answer,
+    and a team resumed from such a store sent it as an assistant message (SmolLM2 copied it)."""
+    from pydantic_ai.messages import (
+        ModelMessagesTypeAdapter,
+        ModelRequest,
+        ModelResponse,
+        SystemPromptPart,
+        TextPart,
+        UserPromptPart,
+    )
+
+    from aklab.agent import BaseAgent
+
+    stored = [
+        ModelRequest(parts=[SystemPromptPart("You are Solo."), UserPromptPart(QUESTION)]),
+        ModelResponse(parts=[TextPart(old_line)]),
+    ]
+    with solo_lab(fake_openai) as lab:
+        solo = lab.system.proxy_ask(lab.member("@Solo"), BaseAgent)
+        solo.restore(ModelMessagesTypeAdapter.dump_python(stored, mode="json"), {}, [])
+        [request] = solo.history()
+        assert [p.content for p in request.parts] == ["You are Solo.", f"{QUESTION}\n\n{note}"]
+        fake_openai.default = echo
+        assert_the_follow_up_is_answered(lab.ask(FOLLOW_UP, timeout=ASK_TIMEOUT))
+    assert_one_user_turn_after_the_system_message(fake_openai.bodies[-1], note)
+    assert old_line not in str(fake_openai.bodies[-1])
