@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeGuard
 
 from aklab.agent import AgentBusyEvent, AgentMessage, ContextUpdateEvent, Notice
 from aklab.core import ErrorMessage, EventMessage, EventSubscriber, Message, SentMessage
@@ -30,7 +30,7 @@ from aklab.lab._usage_rows import UsageRows
 from aklab.llm import LlmUsageEvent
 from aklab.tools import CommandsAnnouncedEvent
 
-__all__ = ["TeamRecorder"]
+__all__ = ["TeamRecorder", "begins_ask"]
 
 log = logging.getLogger("aklab.lab")
 
@@ -39,6 +39,17 @@ TRANSCRIPT_LIMIT = 2_000
 ERRORS_LIMIT = 1_000
 #: As many as the team log keeps (``ContextUpdateEvent.aklab_log_limit``).
 CONTEXT_UPDATES_LIMIT = ContextUpdateEvent.aklab_log_limit
+
+
+def begins_ask(message: Any) -> TypeGuard[AgentMessage]:
+    """Is ``message`` a person's message that began an ask (its id is the ask's)?"""
+    return (
+        isinstance(message, AgentMessage)
+        and message.ask_id is not None
+        and message.ask_id == message.id
+        and message.sender is not None
+        and message.sender.is_user_proxy
+    )
 
 
 class TeamRecorder(EventSubscriber):
@@ -60,9 +71,8 @@ class TeamRecorder(EventSubscriber):
             if isinstance(message.message, AgentMessage):
                 self.transcript.append(message)
                 sent = message.message
-                if sent.ask_id is not None and sent.ask_id == sent.id and sent.sender is not None:
-                    if sent.sender.is_user_proxy:  # a person's message begins an ask: lab.usage(by="ask") has it now
-                        self.usage.begin(sent.ask_id, message.created_at)
+                if begins_ask(sent):  # a person's message begins an ask: lab.usage(by="ask") has it now
+                    self.usage.begin(sent.id, message.created_at)
                 if isinstance(message.message, Notice) and message.message.ask_id is not None:
                     self.failed_asks.add(message.message.ask_id)
         elif isinstance(message, EventMessage):

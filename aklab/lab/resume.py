@@ -259,6 +259,7 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
         StartMessage,
         UnsentMessagesEvent,
     )
+    from aklab.lab.recorder import begins_ask
     from aklab.llm import LlmUsageEvent
     from aklab.store import StoreError, TeamInUseError
     from aklab.tools.planning import PlanningTaskEvent
@@ -323,7 +324,7 @@ def load_team(store: EventStore, team: str | None = None, *, skip_running: bool 
                 continue
             if record.during is not None:
                 held[message.id] = record.during
-            if message.ask_id == message.id and message.sender is not None and message.sender.is_user_proxy:
+            if begins_ask(message):
                 asks_begun.append((message.id, record.created_at, len(usage)))
             if record.recipient.is_user_proxy:
                 replies.append(message)

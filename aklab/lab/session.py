@@ -14,7 +14,7 @@ from aklab.core import ActorAddress, ActorSystem, BaseConfig, CancelMessage, Orc
 from aklab.errors import ActorGoneError, AklabError, ConfigError, RoutingError
 from aklab.lab.frames import usage_frame
 from aklab.lab.persist import open_link, subscribe
-from aklab.lab.recorder import TeamRecorder
+from aklab.lab.recorder import TeamRecorder, begins_ask
 from aklab.lab.result import AskResult
 from aklab.lab.teams import BUILTIN_TEAMS, TeamSpec, builtin_team
 from aklab.llm import ModelConfig
@@ -547,11 +547,7 @@ class Lab:
         failed = self.recorder.failed_asks.copy() if by == "ask" else None  # a copy: the team adds to it
         frame = usage_frame(self.recorder.usage, by=by, failed_asks=failed, running_asks=running)
         if by == "ask":  # what was asked, when the transcript still holds it
-            asked = {
-                m.ask_id: m.content
-                for m in (r.message for r in self.recorder.transcript)
-                if isinstance(m, AgentMessage) and m.sender is not None and m.sender.is_user_proxy and m.ask_id == m.id
-            }
+            asked = {m.ask_id: m.content for m in (r.message for r in self.recorder.transcript) if begins_ask(m)}
             missing = {a for a in frame["ask_id"] if isinstance(a, str) and a not in asked}
             if missing:  # asked before a resume, or let go by memory: the store has it
                 asked.update(self._stored_questions(missing))
